@@ -1,0 +1,106 @@
+# khyve: a non-recursive GNU Makefile.  Binaries land in build/bin/.
+#   make            build khyve
+#   make check      install what tests need, run unit, guest and lab tests
+#   make demo       boot Debian's kernel to a shell (in the nested lab when
+#                   this host has no VMX/SVM)
+
+CC       ?= cc
+PKG_CONFIG ?= pkg-config
+BUILD    := build
+OPT      ?= -O2 -g
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CPPFLAGS := -D_GNU_SOURCE -Isrc
+CFLAGS   := -std=gnu11 $(WARN) $(OPT) -pthread -MMD -MP
+LDFLAGS  := -pthread
+SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+# Everything but the front ends' main() is the core, linked into khyve and tests.
+CORE_SRC := $(sort $(wildcard src/lib/*.c src/vmm/*.c src/bus/*.c src/dev/*.c \
+                              src/boot/*.c src/backend/*.c src/core/*.c)) src/cmd/cli.c
+KHYVE_SRC := src/cmd/khyve.c
+
+CORE_OBJ      := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+CORE_SAN_OBJ  := $(CORE_SRC:%.c=$(BUILD)/san/obj/%.o)
+
+UNIT_SRC   := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
+
+GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
+GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
+
+.PHONY: all clean check check-deps unit guest-tests lab-tests demo format
+.DEFAULT_GOAL := all
+
+all: $(BUILD)/bin/khyve
+
+$(BUILD)/bin/khyve: $(CORE_OBJ) $(KHYVE_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+$(BUILD)/san/bin/khyve: $(CORE_SAN_OBJ) $(KHYVE_SRC:%.c=$(BUILD)/san/obj/%.o)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $(SAN) -o $@ $^
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/san/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -O1 -c -o $@ $<
+
+# ---- unit tests (cmocka) ----
+CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS   = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
+
+$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_OBJ) \
+		$(CMOCKA_LIBS) $(LDFLAGS)
+
+$(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) $(SAN) -O1 -o $@ $< \
+		$(CORE_SAN_OBJ) $(CMOCKA_LIBS) $(LDFLAGS)
+
+# ---- tiny test guests: flat ROM images, no FPU/SSE ----
+$(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.inc
+	@mkdir -p $(@D)
+	$(CC) -c -nostdlib -ffreestanding -Itests/guests -o $(@:.rom=.o) $<
+	ld -m elf_x86_64 -T tests/guests/rom.ld -o $(@:.rom=.elf) $(@:.rom=.o)
+	objcopy -O binary $(@:.rom=.elf) $@
+
+# ---- the test suite ----
+check-deps:
+	@scripts/need-packages build-essential pkg-config libcmocka-dev acpica-tools \
+		qemu-system-x86 linux-image-amd64 busybox-static cpio
+
+unit: $(UNIT_BIN) $(UNIT_SAN)
+	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
+
+guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM)
+	@tests/guests/run
+
+lab-tests: $(BUILD)/bin/khyve
+	@tests/lab/linux-boot
+
+check: check-deps
+	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory guest-tests
+	@$(MAKE) --no-print-directory lab-tests
+	@echo "make check: all tests passed"
+
+demo:
+	@scripts/need-packages build-essential qemu-system-x86 linux-image-amd64 busybox-static cpio
+	@$(MAKE) --no-print-directory all
+	@scripts/demo
+
+format:
+	clang-format -i $(CORE_SRC) $(KHYVE_SRC) $(UNIT_SRC)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,340 @@
+#include "backend/chardev.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "core/mevent.h"
+#include "lib/log.h"
+
+enum chardev_kind { CHARDEV_STDIO, CHARDEV_DEVICE, CHARDEV_TCP };
+
+struct chardev {
+	enum chardev_kind kind;
+	int in_fd;     /* where input comes from; -1 when none (no TCP client) */
+	int out_fd;    /* where output goes; -1 when none */
+	int listen_fd; /* TCP only */
+	int always_fd; /* eventfd standing in for a regular file epoll cannot watch */
+	bool paused;
+	bool eof;
+	pthread_mutex_t lock; /* guards in_fd/out_fd against TCP reconnects */
+	struct mevent_loop *loop;
+	struct mevent *in_ev;
+	struct mevent *listen_ev;
+	chardev_ready_cb ready;
+	void *arg;
+};
+
+/* Terminals khyve switched to raw mode, restored on exit. */
+#define MAX_RAW_TTYS 4
+static struct {
+	int fd;
+	struct termios saved;
+} raw_ttys[MAX_RAW_TTYS];
+static int nraw_ttys;
+
+void chardev_restore_terminals(void)
+{
+	for (int i = 0; i < nraw_ttys; i++)
+		tcsetattr(raw_ttys[i].fd, TCSAFLUSH, &raw_ttys[i].saved);
+}
+
+static void fatal_signal_restore(int sig)
+{
+	chardev_restore_terminals();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void install_restore_handlers(void)
+{
+	static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+	static bool done;
+
+	if (done)
+		return;
+	done = true;
+	atexit(chardev_restore_terminals);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+
+		/* Leave handlers others (sanitizers) installed alone. */
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+			signal(sigs[i], fatal_signal_restore);
+	}
+}
+
+/* Raw mode: no echo, no line editing, no signals from ^C, no output
+ * post-processing; the guest's console driver does all of that. */
+static int tty_make_raw(int fd)
+{
+	struct termios t;
+
+	if (!isatty(fd) || nraw_ttys >= MAX_RAW_TTYS || tcgetattr(fd, &t) < 0)
+		return 0;
+	raw_ttys[nraw_ttys].fd = fd;
+	raw_ttys[nraw_ttys].saved = t;
+	nraw_ttys++;
+	install_restore_handlers();
+	cfmakeraw(&t);
+	t.c_cc[VMIN] = 1;
+	t.c_cc[VTIME] = 0;
+	return tcsetattr(fd, TCSANOW, &t);
+}
+
+static void on_input(int fd, uint32_t events, void *arg)
+{
+	struct chardev *cd = arg;
+
+	(void)fd;
+	(void)events;
+	cd->ready(cd->arg);
+}
+
+static void tcp_drop_client(struct chardev *cd)
+{
+	pthread_mutex_lock(&cd->lock);
+	if (cd->in_fd >= 0)
+		close(cd->in_fd);
+	cd->in_fd = cd->out_fd = -1;
+	mevent_delete(cd->in_ev);
+	cd->in_ev = NULL;
+	pthread_mutex_unlock(&cd->lock);
+}
+
+static void on_accept(int fd, uint32_t events, void *arg)
+{
+	struct chardev *cd = arg;
+	int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	(void)events;
+	if (c < 0)
+		return;
+	if (cd->in_fd >= 0) { /* one client at a time, as bhyve */
+		close(c);
+		return;
+	}
+	pthread_mutex_lock(&cd->lock);
+	cd->in_fd = cd->out_fd = c;
+	cd->in_ev = mevent_add(cd->loop, c, EPOLLIN, on_input, cd);
+	if (cd->paused && cd->in_ev != NULL)
+		mevent_enable(cd->in_ev, false);
+	pthread_mutex_unlock(&cd->lock);
+}
+
+static int parse_tcp_spec(const char *addr, struct sockaddr_in *sin)
+{
+	char host[64];
+	const char *colon = strrchr(addr, ':');
+	char *end;
+	long port;
+
+	if (colon == NULL || (size_t)(colon - addr) >= sizeof(host))
+		return -1;
+	memcpy(host, addr, (size_t)(colon - addr));
+	host[colon - addr] = '\0';
+	port = strtol(colon + 1, &end, 10);
+	if (*end != '\0' || port <= 0 || port > 65535)
+		return -1;
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)port);
+	return inet_pton(AF_INET, host, &sin->sin_addr) == 1 ? 0 : -1;
+}
+
+static int open_tcp(struct chardev *cd, const char *addr, char *err, size_t errlen)
+{
+	struct sockaddr_in sin;
+	int one = 1;
+
+	if (parse_tcp_spec(addr, &sin) < 0) {
+		snprintf(err, errlen, "bad tcp address '%s' (want tcp=IP:PORT)", addr);
+		return -1;
+	}
+	cd->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (cd->listen_fd < 0)
+		goto fail;
+	setsockopt(cd->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(cd->listen_fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    listen(cd->listen_fd, 1) < 0)
+		goto fail;
+	cd->listen_ev = mevent_add(cd->loop, cd->listen_fd, EPOLLIN, on_accept, cd);
+	if (cd->listen_ev == NULL)
+		goto fail;
+	return 0;
+fail:
+	snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(errno));
+	return -1;
+}
+
+static int open_device(struct chardev *cd, const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	tty_make_raw(fd);
+	cd->in_fd = cd->out_fd = fd;
+	return 0;
+}
+
+static int open_stdio(struct chardev *cd, char *err, size_t errlen)
+{
+	cd->in_fd = STDIN_FILENO;
+	cd->out_fd = STDOUT_FILENO;
+	if (tty_make_raw(STDIN_FILENO) < 0) {
+		snprintf(err, errlen, "cannot set the terminal to raw mode: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int open_kind(struct chardev *cd, const char *spec, char *err, size_t errlen)
+{
+	if (strcmp(spec, "stdio") == 0) {
+		cd->kind = CHARDEV_STDIO;
+		return open_stdio(cd, err, errlen);
+	}
+	if (strncmp(spec, "tcp=", 4) == 0) {
+		cd->kind = CHARDEV_TCP;
+		return open_tcp(cd, spec + 4, err, errlen);
+	}
+	if (spec[0] == '/') {
+		cd->kind = CHARDEV_DEVICE;
+		return open_device(cd, spec, err, errlen);
+	}
+	snprintf(err, errlen, "unknown serial back end '%s' (want stdio, /dev/PATH or tcp=IP:PORT)",
+		 spec);
+	return -1;
+}
+
+/* Watch in_fd.  epoll refuses regular files (stdin redirected from a file),
+ * which are always readable anyway: watch an eventfd that always is. */
+static int watch_input(struct chardev *cd)
+{
+	cd->in_ev = mevent_add(cd->loop, cd->in_fd, EPOLLIN, on_input, cd);
+	if (cd->in_ev != NULL)
+		return 0;
+	if (errno != EPERM)
+		return -1;
+	cd->always_fd = eventfd(1, EFD_CLOEXEC);
+	if (cd->always_fd < 0)
+		return -1;
+	cd->in_ev = mevent_add(cd->loop, cd->always_fd, EPOLLIN, on_input, cd);
+	return cd->in_ev != NULL ? 0 : -1;
+}
+
+struct chardev *chardev_open(const char *spec, struct mevent_loop *loop, chardev_ready_cb ready,
+			     void *arg, char *err, size_t errlen)
+{
+	struct chardev *cd = calloc(1, sizeof(*cd));
+
+	if (cd == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	cd->in_fd = cd->out_fd = cd->listen_fd = cd->always_fd = -1;
+	cd->loop = loop;
+	cd->ready = ready;
+	cd->arg = arg;
+	pthread_mutex_init(&cd->lock, NULL);
+	if (open_kind(cd, spec, err, errlen) < 0) {
+		chardev_close(cd);
+		return NULL;
+	}
+	if (cd->kind != CHARDEV_TCP && watch_input(cd) < 0) {
+		snprintf(err, errlen, "cannot watch %s: %s", spec, strerror(errno));
+		chardev_close(cd);
+		return NULL;
+	}
+	return cd;
+}
+
+void chardev_close(struct chardev *cd)
+{
+	if (cd == NULL)
+		return;
+	mevent_delete(cd->in_ev);
+	mevent_delete(cd->listen_ev);
+	if (cd->kind != CHARDEV_STDIO && cd->in_fd >= 0)
+		close(cd->in_fd);
+	if (cd->listen_fd >= 0)
+		close(cd->listen_fd);
+	if (cd->always_fd >= 0)
+		close(cd->always_fd);
+	pthread_mutex_destroy(&cd->lock);
+	free(cd);
+}
+
+size_t chardev_read(struct chardev *cd, void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (cd->in_fd < 0 || len == 0)
+		return 0;
+	n = read(cd->in_fd, buf, len);
+	if (n > 0)
+		return (size_t)n;
+	if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+		/* End of input: stop watching, or wait for the next TCP client. */
+		if (cd->kind == CHARDEV_TCP) {
+			tcp_drop_client(cd);
+		} else if (!cd->eof) {
+			cd->eof = true;
+			mevent_enable(cd->in_ev, false);
+		}
+	}
+	return 0;
+}
+
+void chardev_write(struct chardev *cd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	pthread_mutex_lock(&cd->lock);
+	while (len > 0 && cd->out_fd >= 0) {
+		ssize_t n = cd->kind == CHARDEV_TCP
+				    ? send(cd->out_fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+				    : write(cd->out_fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break; /* nobody reading fast enough: drop, like a serial line */
+		p += n;
+		len -= (size_t)n;
+	}
+	pthread_mutex_unlock(&cd->lock);
+}
+
+void chardev_pause_input(struct chardev *cd)
+{
+	pthread_mutex_lock(&cd->lock);
+	cd->paused = true;
+	if (cd->in_ev != NULL)
+		mevent_enable(cd->in_ev, false);
+	pthread_mutex_unlock(&cd->lock);
+}
+
+void chardev_resume_input(struct chardev *cd)
+{
+	pthread_mutex_lock(&cd->lock);
+	cd->paused = false;
+	if (cd->in_ev != NULL && !cd->eof)
+		mevent_enable(cd->in_ev, true);
+	pthread_mutex_unlock(&cd->lock);
+}

@@ -1,0 +1,48 @@
+/*
+ * Character back ends for serial ports, named as in bhyve(8) -l comN,...:
+ *   stdio              khyve's own stdin/stdout; a terminal is put in raw mode
+ *                      and always restored when khyve exits
+ *   /dev/PATH          a tty or other character device
+ *   tcp=IP:PORT        listen on IP:PORT, one client at a time
+ *
+ * Input: when bytes are readable the owner's `ready` callback runs on the
+ * event-loop thread and pulls them with chardev_read().  An owner with no
+ * room pauses input and resumes it later (from any thread).
+ * Output: chardev_write() from any thread; bytes are dropped when nobody
+ * listens (no TCP client), as on a real serial line.
+ */
+#ifndef KHYVE_CHARDEV_H
+#define KHYVE_CHARDEV_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct chardev;
+struct mevent_loop;
+
+typedef void (*chardev_ready_cb)(void *arg);
+
+/*
+ * Open the back end described by `spec` and watch it on `loop`.  Returns
+ * NULL with a one-line reason in `err` on failure.
+ */
+struct chardev *chardev_open(const char *spec, struct mevent_loop *loop, chardev_ready_cb ready,
+			     void *arg, char *err, size_t errlen);
+void chardev_close(struct chardev *cd);
+
+/* Read up to `len` pending bytes without blocking; returns the count (0 when
+ * none).  Event-loop thread only. */
+size_t chardev_read(struct chardev *cd, void *buf, size_t len);
+
+/* Send `len` bytes; never fails from the caller's point of view. */
+void chardev_write(struct chardev *cd, const void *buf, size_t len);
+
+/* Stop / restart calling `ready` (flow control).  Thread-safe. */
+void chardev_pause_input(struct chardev *cd);
+void chardev_resume_input(struct chardev *cd);
+
+/* Put back every terminal khyve changed.  Safe to call more than once and
+ * from a signal handler. */
+void chardev_restore_terminals(void);
+
+#endif

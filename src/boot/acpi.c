@@ -1,0 +1,343 @@
+#include "boot/acpi.h"
+
+#include <string.h>
+
+#include "boot/aml.h"
+#include "dev/pm.h"
+#include "vmm/kvm.h"
+
+#define OEM_ID       "KHYVE "
+#define OEM_TABLE_ID "KHYVEVM "
+#define CREATOR_ID   "KHYV"
+
+#define HDR_LEN 36 /* the common System Description Table header */
+
+/* Generic Address Structure space IDs (ACPI 6.4 section 5.2.3.2). */
+#define GAS_SYSTEM_IO 1
+
+/* FADT flags (ACPI 6.4 table 5.10). */
+#define FADT_WBINVD        (1u << 0)
+#define FADT_PROC_C1       (1u << 2)
+#define FADT_SLP_BUTTON    (1u << 5) /* no fixed-feature sleep button */
+#define FADT_TMR_VAL_EXT   (1u << 8) /* 32-bit PM timer */
+#define FADT_RESET_REG_SUP (1u << 10)
+
+/* IA-PC boot architecture flags: no VGA, no CMOS RTC quirks; no 8042. */
+#define IAPC_VGA_NOT_PRESENT (1u << 2)
+
+/* MADT structure types. */
+#define MADT_LAPIC      0
+#define MADT_IOAPIC     1
+#define MADT_OVERRIDE   2
+#define MADT_LAPIC_NMI  4
+#define MADT_X2APIC     9
+#define MADT_PCAT_COMPAT 1u
+
+/* A little-endian writer over the output buffer. */
+struct tbuf {
+	uint8_t *buf;
+	size_t cap;
+	size_t len;
+	uint64_t base; /* guest-physical address of buf[0] */
+	bool overflow;
+};
+
+static void put(struct tbuf *t, size_t off, uint64_t v, unsigned n)
+{
+	if (off + n > t->cap) {
+		t->overflow = true;
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		t->buf[off + i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_bytes(struct tbuf *t, size_t off, const void *p, size_t n)
+{
+	if (off + n > t->cap) {
+		t->overflow = true;
+		return;
+	}
+	memcpy(t->buf + off, p, n);
+}
+
+/* Reserve `len` zeroed bytes aligned to `align`; returns their offset. */
+static size_t alloc(struct tbuf *t, size_t len, size_t align)
+{
+	size_t off = (t->len + align - 1) & ~(align - 1);
+
+	if (off + len > t->cap) {
+		t->overflow = true;
+		return 0;
+	}
+	memset(t->buf + off, 0, len);
+	t->len = off + len;
+	return off;
+}
+
+static uint64_t gpa_of(const struct tbuf *t, size_t off)
+{
+	return t->base + off;
+}
+
+uint8_t acpi_checksum(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint8_t sum = 0;
+
+	for (size_t i = 0; i < len; i++)
+		sum = (uint8_t)(sum + b[i]);
+	return sum;
+}
+
+static void header(struct tbuf *t, size_t off, const char *sig, uint32_t len, uint8_t rev)
+{
+	put_bytes(t, off, sig, 4);
+	put(t, off + 4, len, 4);
+	put(t, off + 8, rev, 1);
+	put_bytes(t, off + 10, OEM_ID, 6);
+	put_bytes(t, off + 16, OEM_TABLE_ID, 8);
+	put(t, off + 24, 1, 4);
+	put_bytes(t, off + 28, CREATOR_ID, 4);
+	put(t, off + 32, 1, 4);
+}
+
+static void finish(struct tbuf *t, size_t off, size_t len)
+{
+	if (t->overflow)
+		return;
+	t->buf[off + 9] = 0;
+	t->buf[off + 9] = (uint8_t)(0 - acpi_checksum(t->buf + off, len));
+}
+
+/* A Generic Address Structure for `bits` bits at I/O `port`; access size 0
+ * (legacy: the OS picks), 1 = byte. */
+static void gas_io(struct tbuf *t, size_t off, uint16_t port, uint8_t bits, uint8_t access)
+{
+	put(t, off, GAS_SYSTEM_IO, 1);
+	put(t, off + 1, bits, 1);
+	put(t, off + 2, 0, 1);
+	put(t, off + 3, access, 1);
+	put(t, off + 4, port, 8);
+}
+
+static size_t build_facs(struct tbuf *t)
+{
+	size_t off = alloc(t, 64, 64);
+
+	put_bytes(t, off, "FACS", 4);
+	put(t, off + 4, 64, 4);
+	put(t, off + 32, 2, 1); /* version */
+	return off;
+}
+
+/* FADT revision 6 (276 bytes), ACPI 6.4 section 5.2.9. */
+static size_t build_fadt(struct tbuf *t, size_t facs, size_t dsdt)
+{
+	const uint32_t len = 276;
+	size_t off = alloc(t, len, 16);
+
+	header(t, off, "FACP", len, 6);
+	put(t, off + 36, gpa_of(t, facs), 4);
+	put(t, off + 40, gpa_of(t, dsdt), 4);
+	put(t, off + 45, 0, 1);                /* preferred PM profile: unspecified */
+	put(t, off + 46, PM_SCI_IRQ, 2);       /* SCI_INT */
+	put(t, off + 48, 0, 4);                /* SMI_CMD 0: always in ACPI mode */
+	put(t, off + 56, PM1A_EVT_PORT, 4);    /* PM1a_EVT_BLK */
+	put(t, off + 64, PM1A_CNT_PORT, 4);    /* PM1a_CNT_BLK */
+	put(t, off + 76, PM_TMR_PORT, 4);      /* PM_TMR_BLK */
+	put(t, off + 88, 4, 1);                /* PM1_EVT_LEN */
+	put(t, off + 89, 2, 1);                /* PM1_CNT_LEN */
+	put(t, off + 91, 4, 1);                /* PM_TMR_LEN */
+	put(t, off + 96, 0xffff, 2);           /* P_LVL2_LAT: C2 not supported */
+	put(t, off + 98, 0xffff, 2);           /* P_LVL3_LAT: C3 not supported */
+	put(t, off + 108, 0x32, 1);            /* CENTURY register in CMOS */
+	put(t, off + 109, IAPC_VGA_NOT_PRESENT, 2);
+	put(t, off + 112, FADT_WBINVD | FADT_PROC_C1 | FADT_SLP_BUTTON | FADT_TMR_VAL_EXT |
+				  FADT_RESET_REG_SUP, 4);
+	gas_io(t, off + 116, PM_RESET_PORT, 8, 1); /* RESET_REG */
+	put(t, off + 128, PM_RESET_VALUE, 1);
+	put(t, off + 131, 4, 1);               /* FADT minor version: 6.4 */
+	put(t, off + 132, gpa_of(t, facs), 8); /* X_FIRMWARE_CTRL */
+	put(t, off + 140, gpa_of(t, dsdt), 8); /* X_DSDT */
+	gas_io(t, off + 148, PM1A_EVT_PORT, 32, 0);
+	gas_io(t, off + 172, PM1A_CNT_PORT, 16, 0);
+	gas_io(t, off + 208, PM_TMR_PORT, 32, 0);
+	put_bytes(t, off + 268, "KHYVE\0\0\0", 8); /* hypervisor vendor identity */
+	finish(t, off, len);
+	return off;
+}
+
+static void madt_lapic(struct tbuf *t, unsigned uid, uint32_t apic_id)
+{
+	size_t e;
+
+	if (apic_id < 0xff) {
+		e = alloc(t, 8, 1);
+		put(t, e, MADT_LAPIC, 1);
+		put(t, e + 1, 8, 1);
+		put(t, e + 2, uid, 1);
+		put(t, e + 3, apic_id, 1);
+		put(t, e + 4, 1, 4); /* enabled */
+		return;
+	}
+	e = alloc(t, 16, 1);
+	put(t, e, MADT_X2APIC, 1);
+	put(t, e + 1, 16, 1);
+	put(t, e + 4, apic_id, 4);
+	put(t, e + 8, 1, 4);
+	put(t, e + 12, uid, 4);
+}
+
+static void madt_override(struct tbuf *t, uint8_t irq, uint32_t gsi, uint16_t flags)
+{
+	size_t e = alloc(t, 10, 1);
+
+	put(t, e, MADT_OVERRIDE, 1);
+	put(t, e + 1, 10, 1);
+	put(t, e + 2, 0, 1); /* ISA bus */
+	put(t, e + 3, irq, 1);
+	put(t, e + 4, gsi, 4);
+	put(t, e + 8, flags, 2);
+}
+
+/* MADT, ACPI 6.4 section 5.2.12: one local APIC per vCPU, the IOAPIC,
+ * the SCI override and LINT1 as NMI on every processor. */
+static size_t build_madt(struct tbuf *t, const struct acpi_config *cfg)
+{
+	size_t off = alloc(t, 44, 16), e;
+
+	put(t, off + 36, LAPIC_GPA, 4);
+	put(t, off + 40, MADT_PCAT_COMPAT, 4);
+	for (unsigned i = 0; i < cfg->ncpus; i++)
+		madt_lapic(t, i, cfg->apic_id[i]);
+	e = alloc(t, 12, 1);
+	put(t, e, MADT_IOAPIC, 1);
+	put(t, e + 1, 12, 1);
+	put(t, e + 2, 0, 1); /* IOAPIC id */
+	put(t, e + 4, IOAPIC_GPA, 4);
+	put(t, e + 8, 0, 4); /* GSI base */
+	/* SCI: level-triggered (3 << 2), active high (1). */
+	madt_override(t, PM_SCI_IRQ, PM_SCI_IRQ, (3 << 2) | 1);
+	e = alloc(t, 6, 1);
+	put(t, e, MADT_LAPIC_NMI, 1);
+	put(t, e + 1, 6, 1);
+	put(t, e + 2, 0xff, 1); /* all processors */
+	put(t, e + 3, 0, 2);
+	put(t, e + 5, 1, 1); /* LINT1 */
+	header(t, off, "APIC", (uint32_t)(t->len - off), 5);
+	finish(t, off, t->len - off);
+	return off;
+}
+
+static void dsdt_device_io(struct aml *a, const char *name, const char *hid, unsigned uid,
+			   uint16_t port, uint8_t len, int irq)
+{
+	size_t dev = aml_device(a, name), res;
+
+	aml_name_decl(a, "_HID");
+	aml_eisaid(a, hid);
+	aml_name_decl(a, "_UID");
+	aml_integer(a, uid);
+	aml_name_decl(a, "_CRS");
+	res = aml_resource_template(a);
+	aml_res_io(a, port, len);
+	if (irq >= 0)
+		aml_res_irq(a, (uint8_t)irq);
+	aml_resource_end(a, res);
+	aml_close(a, dev);
+}
+
+static void dsdt_body(struct aml *a, const struct acpi_config *cfg)
+{
+	static const uint16_t com_port[4] = {0x3f8, 0x2f8, 0x3e8, 0x2e8};
+	static const uint8_t com_irq[4] = {4, 3, 4, 3};
+	size_t sb, pkg;
+
+	sb = aml_scope(a, "\\_SB_");
+	for (unsigned i = 0; i < 4; i++) {
+		char name[5] = "COM0";
+
+		if (!cfg->com[i])
+			continue;
+		name[3] = (char)('1' + i);
+		dsdt_device_io(a, name, "PNP0501", i + 1, com_port[i], 8, com_irq[i]);
+	}
+	dsdt_device_io(a, "RTC", "PNP0B00", 0, 0x70, 2, 8);
+	aml_close(a, sb);
+
+	/* \_S5: SLP_TYP values for PM1a and PM1b, then two reserved. */
+	aml_name_decl(a, "\\_S5_");
+	pkg = aml_package(a, 4);
+	aml_integer(a, PM_SLP_TYP_S5);
+	aml_integer(a, PM_SLP_TYP_S5);
+	aml_integer(a, 0);
+	aml_integer(a, 0);
+	aml_close(a, pkg);
+}
+
+static size_t build_dsdt(struct tbuf *t, const struct acpi_config *cfg)
+{
+	struct aml a;
+	size_t off = 0;
+
+	aml_init(&a);
+	dsdt_body(&a, cfg);
+	if (!a.failed) {
+		off = alloc(t, HDR_LEN + a.len, 16);
+		put_bytes(t, off + HDR_LEN, a.data, a.len);
+		header(t, off, "DSDT", (uint32_t)(HDR_LEN + a.len), 2);
+		finish(t, off, HDR_LEN + a.len);
+	} else {
+		t->overflow = true;
+	}
+	aml_free(&a);
+	return off;
+}
+
+static size_t build_xsdt(struct tbuf *t, const size_t *tables, unsigned n, bool wide)
+{
+	unsigned esz = wide ? 8 : 4;
+	uint32_t len = HDR_LEN + n * esz;
+	size_t off = alloc(t, len, 16);
+
+	for (unsigned i = 0; i < n; i++)
+		put(t, off + HDR_LEN + i * esz, gpa_of(t, tables[i]), esz);
+	header(t, off, wide ? "XSDT" : "RSDT", len, 1);
+	finish(t, off, len);
+	return off;
+}
+
+static void build_rsdp(struct tbuf *t, size_t off, size_t rsdt, size_t xsdt)
+{
+	put_bytes(t, off, "RSD PTR ", 8);
+	put_bytes(t, off + 9, OEM_ID, 6);
+	put(t, off + 15, 2, 1); /* revision: ACPI 2.0+ */
+	put(t, off + 16, gpa_of(t, rsdt), 4);
+	put(t, off + 20, 36, 4);
+	put(t, off + 24, gpa_of(t, xsdt), 8);
+	if (t->overflow)
+		return;
+	t->buf[off + 8] = (uint8_t)(0 - acpi_checksum(t->buf + off, 20));
+	t->buf[off + 32] = (uint8_t)(0 - acpi_checksum(t->buf + off, 36));
+}
+
+size_t acpi_build(uint8_t *buf, size_t cap, uint64_t base, const struct acpi_config *cfg)
+{
+	struct tbuf t = {buf, cap, 0, base, false};
+	size_t rsdp, facs, dsdt, fadt, madt, rsdt, xsdt, tables[2];
+
+	if (cfg->ncpus == 0 || cfg->ncpus > ACPI_MAX_CPUS)
+		return 0;
+	rsdp = alloc(&t, 36, 16);
+	facs = build_facs(&t);
+	dsdt = build_dsdt(&t, cfg);
+	fadt = build_fadt(&t, facs, dsdt);
+	madt = build_madt(&t, cfg);
+	tables[0] = fadt;
+	tables[1] = madt;
+	rsdt = build_xsdt(&t, tables, 2, false);
+	xsdt = build_xsdt(&t, tables, 2, true);
+	build_rsdp(&t, rsdp, rsdt, xsdt);
+	return t.overflow ? 0 : t.len;
+}

@@ -1,0 +1,35 @@
+/*
+ * ACPI tables for direct (firmware-less) boot, ACPI 6.4: RSDP, XSDT, RSDT,
+ * FADT (revision 6), FACS, MADT and a DSDT holding \_S5 and the legacy
+ * devices.  The power button is the FADT's fixed-feature button (bhyve does
+ * the same); the SCI is IRQ 9, level-triggered, active high.
+ */
+#ifndef KHYVE_ACPI_H
+#define KHYVE_ACPI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ACPI_TABLES_GPA  0xe0000ull /* RSDP must be in 0xE0000-0xFFFFF */
+#define ACPI_TABLES_SIZE 0x20000ull
+
+#define ACPI_MAX_CPUS 288
+
+struct acpi_config {
+	unsigned ncpus;
+	uint32_t apic_id[ACPI_MAX_CPUS]; /* per vCPU, in vCPU order */
+	bool com[4];                     /* COM1..COM4 present */
+};
+
+/*
+ * Build all tables into `buf` (`cap` bytes) as they will sit in guest memory
+ * at guest-physical `base`.  The RSDP comes first, at `base`.  Returns the
+ * number of bytes used, or 0 when `cap` is too small or building failed.
+ */
+size_t acpi_build(uint8_t *buf, size_t cap, uint64_t base, const struct acpi_config *cfg);
+
+/* Sum of `len` bytes mod 256 (a valid table sums to 0). */
+uint8_t acpi_checksum(const void *p, size_t len);
+
+#endif

@@ -1,0 +1,19 @@
+/*
+ * Boot ROM (bhyve: -l bootrom,ROMFILE[,VARFILE]; config lpc.bootrom): a
+ * firmware image mapped read-only so that it ends at 4 GiB, where the CPU's
+ * reset vector (0xFFFFFFF0) points.  Its last 128 KiB are also copied to
+ * 0xE0000-0xFFFFF, the legacy BIOS area real-mode firmware runs from.
+ */
+#ifndef KHYVE_BOOTROM_H
+#define KHYVE_BOOTROM_H
+
+#include <stddef.h>
+
+struct vm;
+
+#define BOOTROM_MAX_SIZE (16u << 20)
+
+/* Load `path` as the boot ROM; 0, or -1 with a one-line reason in `err`. */
+int bootrom_load(struct vm *vm, const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * -s slot,emulation[,conf] parsing and the registry of PCI device
+ * emulations, as bhyve's pci_emul.c: each emulation registers a struct
+ * pci_devemu with PCI_DEVEMU(); the option becomes config keys
+ * pci.BUS.SLOT.FUNC.device=EMULATION plus whatever the emulation's
+ * legacy_config() makes of `conf` (by default "a=b,c" sets a=b and c=true
+ * below that node).
+ */
+#ifndef KHYVE_PCI_SLOT_H
+#define KHYVE_PCI_SLOT_H
+
+#include <stddef.h>
+
+struct config_node;
+struct machine;
+struct pci_func;
+
+struct pci_devemu {
+	const char *name; /* as written after the slot: "virtio-blk", "lpc" */
+	/* Turn the -s conf string into keys below `node`; NULL = generic
+	 * key=value parsing.  0, or -1 with `err` filled. */
+	int (*legacy_config)(struct config_node *node, const char *conf, char *err,
+			     size_t errlen);
+	/* Create the function from its config node; 0, or -1 with `err`. */
+	int (*init)(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
+		    size_t errlen);
+};
+
+#define PCI_DEVEMU(id)                                                                             \
+	static const struct pci_devemu pci_devemu_##id;                                            \
+	static const struct pci_devemu *const pci_devemu_ptr_##id                                  \
+		__attribute__((section("pci_devemus"), used)) = &pci_devemu_##id;                  \
+	static const struct pci_devemu pci_devemu_##id
+
+/* Look an emulation up by name; NULL when unknown. */
+const struct pci_devemu *pci_devemu_find(const char *name);
+
+/* Parse one -s argument into config keys; 0, or -1 with a one-line
+ * reason in `err`. */
+int pci_parse_slot_option(const char *opt, char *err, size_t errlen);
+
+/* Generic "a=b,c" parsing below `node` (c becomes c=true). */
+int pci_parse_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen);
+
+#endif

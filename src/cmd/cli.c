@@ -1,0 +1,228 @@
+#include "cmd/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bus/pci_slot.h"
+#include "dev/lpc.h"
+#include "lib/config.h"
+#include "lib/parse.h"
+#include "vmm/topology.h"
+
+void cli_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: khyve [-AHPSuwx] [-c [[cpus=]n][,sockets=n][,cores=n][,threads=n]]\n"
+		"             [-m size[K|M|G|T]] [-s slot,emulation[,conf]]... [-l lpcdev[,conf]]...\n"
+		"             [-o key=value]... [-k configfile] [-U uuid] vmname\n"
+		"  -A  build ACPI tables (always on for direct Linux boot)\n"
+		"  -c  vCPUs and topology          -m  guest memory (default 256M; bare n < 1M means MiB)\n"
+		"  -s  PCI device in a slot        -l  LPC device: comN,stdio|/dev/tty..|tcp=IP:PORT,\n"
+		"                                      bootrom,ROM[,VARS], pc-testdev[,debugcon=FILE]\n"
+		"  -o  set a config key            -k  read key=value lines from a file\n"
+		"  -H  (accepted; HLT always yields)   -P  x86.vmexit_on_pause\n"
+		"  -S  wire guest memory           -u  RTC keeps UTC          -U  SMBIOS UUID\n"
+		"  -w  ignore unknown MSRs         -x  x2APIC mode            -e  exit on unhandled I/O\n"
+		"  -h  this help\n"
+		"Linux direct boot: -o linux.kernel=BZIMAGE [-o linux.initrd=FILE] [-o linux.cmdline=...]\n"
+		"Print the configuration: -o config.dump=1.   Exit status: 0 reboot, 1 poweroff,\n"
+		"2 halt, 3 triple fault, 4 error.\n");
+}
+
+static void set_defaults(void)
+{
+	config_reset();
+	config_set("memory.size", "256M");
+	config_set("acpi_tables", "true");
+	config_set("x86.strictmsr", "true");
+}
+
+/* bhyve -c: "[[cpus=]n][,sockets=n][,cores=n][,threads=n]". */
+static int parse_topology(const char *opt, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"cpus", "sockets", "cores", "threads", "maxcpus"};
+	char *copy = strdup(opt), *tok, *save = NULL;
+	int rc = 0;
+
+	if (copy == NULL)
+		return -1;
+	for (tok = strtok_r(copy, ",", &save); tok != NULL && rc == 0;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		bool known = eq == NULL;
+
+		if (eq == NULL) {
+			rc = config_set("cpus", tok);
+			continue;
+		}
+		*eq = '\0';
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (strcmp(tok, keys[i]) == 0)
+				known = true;
+		if (!known || config_set(tok, eq + 1) < 0) {
+			snprintf(err, errlen, "bad -c option '%s'", tok);
+			rc = -1;
+		}
+	}
+	free(copy);
+	return rc;
+}
+
+static int set_flag(const char *key, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	return config_set(key, "true");
+}
+
+/* Apply one option; 0, or -1 with `err` filled. */
+static int apply_option(int ch, const char *arg, char *err, size_t errlen)
+{
+	switch (ch) {
+	case 'A':
+		return set_flag("acpi_tables", err, errlen);
+	case 'H':
+		return set_flag("x86.vmexit_on_hlt", err, errlen);
+	case 'P':
+		return set_flag("x86.vmexit_on_pause", err, errlen);
+	case 'S':
+		return set_flag("memory.wired", err, errlen);
+	case 'e':
+		return set_flag("x86.strictio", err, errlen);
+	case 'x':
+		return set_flag("x86.x2apic", err, errlen);
+	case 'u':
+		return config_set("rtc.use_localtime", "false");
+	case 'w':
+		return config_set("x86.strictmsr", "false");
+	case 'c':
+		return parse_topology(arg, err, errlen);
+	case 'm':
+		return config_set("memory.size", arg);
+	case 'U':
+		return config_set("uuid", arg);
+	case 's':
+		return pci_parse_slot_option(arg, err, errlen);
+	case 'l':
+		return lpc_parse_option(arg, err, errlen);
+	case 'o':
+		return config_parse_assignment(arg, err, errlen);
+	case 'k':
+		return config_load_file(arg, err, errlen);
+	default:
+		return -1;
+	}
+}
+
+static enum cli_result finish(FILE *out, char *err, size_t errlen)
+{
+	bool dump = false;
+
+	if (config_get("name") == NULL) {
+		snprintf(err, errlen, "missing VM name (see khyve -h)");
+		return CLI_ERROR;
+	}
+	if (config_get_bool("config.dump", false, &dump) < 0) {
+		snprintf(err, errlen, "config.dump: not a boolean");
+		return CLI_ERROR;
+	}
+	if (dump) {
+		config_dump(out);
+		return CLI_DONE;
+	}
+	if (cli_validate(err, errlen) < 0)
+		return CLI_ERROR;
+	return CLI_RUN;
+}
+
+enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t errlen)
+{
+	int ch;
+
+	set_defaults();
+	err[0] = '\0';
+	optind = 0; /* reset getopt (GNU: 0 also re-reads POSIXLY_CORRECT) */
+	opterr = 0;
+	while ((ch = getopt(argc, argv, "+AHPSeuwxhc:m:s:l:o:k:U:")) != -1) {
+		if (ch == 'h') {
+			cli_usage(out);
+			return CLI_DONE;
+		}
+		if (ch == '?' || ch == ':') {
+			if (strchr("cmslokU", optopt) != NULL && optopt != 0)
+				snprintf(err, errlen, "option -%c needs an argument", optopt);
+			else
+				snprintf(err, errlen, "unknown option -%c (see khyve -h)", optopt);
+			return CLI_ERROR;
+		}
+		if (apply_option(ch, optarg, err, errlen) < 0) {
+			if (err[0] == '\0')
+				snprintf(err, errlen, "bad argument to -%c: '%s'", ch, optarg);
+			return CLI_ERROR;
+		}
+	}
+	if (argc - optind > 1) {
+		snprintf(err, errlen, "unexpected argument '%s' after the VM name", argv[optind + 1]);
+		return CLI_ERROR;
+	}
+	if (argc - optind == 1 && config_set("name", argv[optind]) < 0)
+		return CLI_ERROR;
+	return finish(out, err, errlen);
+}
+
+/* Catch a missing or unreadable file before any KVM work. */
+static int check_readable(const char *key, char *err, size_t errlen)
+{
+	const char *path = config_get(key);
+
+	if (path == NULL || access(path, R_OK) == 0)
+		return 0;
+	snprintf(err, errlen, "%s: cannot read %s: %s", key, path, strerror(errno));
+	return -1;
+}
+
+static int validate_boot(char *err, size_t errlen)
+{
+	const char *kernel = config_get("linux.kernel");
+	const char *rom = config_get("lpc.bootrom");
+
+	if (kernel != NULL && rom != NULL) {
+		snprintf(err, errlen, "choose one boot method: linux.kernel or -l bootrom, not both");
+		return -1;
+	}
+	if (kernel == NULL && rom == NULL) {
+		snprintf(err, errlen,
+			 "nothing to boot: give -l bootrom,FIRMWARE or -o linux.kernel=BZIMAGE");
+		return -1;
+	}
+	if (kernel == NULL && (config_get("linux.initrd") || config_get("linux.cmdline"))) {
+		snprintf(err, errlen, "linux.initrd/linux.cmdline need linux.kernel");
+		return -1;
+	}
+	if (check_readable("linux.kernel", err, errlen) < 0 ||
+	    check_readable("linux.initrd", err, errlen) < 0 ||
+	    check_readable("lpc.bootrom", err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+int cli_validate(char *err, size_t errlen)
+{
+	struct cpu_topology topo;
+	const char *mem = config_get("memory.size");
+	uint64_t bytes;
+
+	if (topology_from_config(&topo, err, errlen) < 0)
+		return -1;
+	if (mem == NULL || parse_memsize(mem, &bytes) < 0) {
+		snprintf(err, errlen, "invalid memory size '%s' (want e.g. 512M or 2G)",
+			 mem ? mem : "");
+		return -1;
+	}
+	return validate_boot(err, errlen);
+}

@@ -1,0 +1,30 @@
+/*
+ * khyve's command line, bhyve(8)-compatible where the two overlap.  Every
+ * flag only writes keys into the config tree (lib/config.h); nothing is
+ * created here, so parsing is cheap to test.
+ */
+#ifndef KHYVE_CLI_H
+#define KHYVE_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+enum cli_result {
+	CLI_RUN,  /* configuration complete: start the VM */
+	CLI_DONE, /* help or config.dump printed: exit 0 */
+	CLI_ERROR /* bad input: `err` says why; exit 4 */
+};
+
+/* Set the defaults (memory.size=256M, cpus=1, ...) then apply argv.
+ * Output of -h / config.dump goes to `out`. */
+enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t errlen);
+
+/*
+ * Check what the whole tree says (topology, memory size, boot method) so
+ * errors surface before any KVM work.  0, or -1 with `err` filled.
+ */
+int cli_validate(char *err, size_t errlen);
+
+void cli_usage(FILE *out);
+
+#endif

@@ -1,0 +1,40 @@
+#include "core/machine.h"
+
+#include <stdint.h>
+#include <unistd.h>
+
+#include "vmm/vcpu.h"
+
+void machine_request_exit(struct machine *m, int code)
+{
+	uint64_t one = 1;
+	bool expected = false;
+
+	if (!__atomic_compare_exchange_n(&m->exit_requested, &expected, true, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return;
+	__atomic_store_n(&m->exit_code, code, __ATOMIC_SEQ_CST);
+	for (unsigned i = 0; m->vm.vcpus != NULL && i < m->vm.ncpus; i++)
+		if (m->vm.vcpus[i] != NULL && m->vm.vcpus[i]->run != NULL)
+			vcpu_kick(m->vm.vcpus[i]);
+	if (m->exit_fd >= 0 && write(m->exit_fd, &one, sizeof(one)) < 0) {
+		/* The loop will still see exit_requested on its next wake-up. */
+	}
+}
+
+int machine_irq_line(struct machine *m, unsigned gsi, int level)
+{
+	return vm_irq_line(&m->vm, gsi, level);
+}
+
+int machine_register_pio(struct machine *m, uint16_t port, uint16_t len, iobus_handler_t fn,
+			 void *arg, const char *name)
+{
+	return iobus_register(&m->pio, port, len, fn, arg, name);
+}
+
+int machine_register_mmio(struct machine *m, uint64_t gpa, uint64_t len, iobus_handler_t fn,
+			  void *arg, const char *name)
+{
+	return iobus_register(&m->mmio, gpa, len, fn, arg, name);
+}

@@ -1,0 +1,50 @@
+/*
+ * A running virtual machine as the rest of khyve sees it: the KVM VM, the
+ * port-I/O and MMIO buses devices register on, the main event loop, and the
+ * exit request that ends the process with bhyve's exit status.
+ */
+#ifndef KHYVE_MACHINE_H
+#define KHYVE_MACHINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bus/iobus.h"
+#include "lib/exitcode.h"
+#include "vmm/kvm.h"
+
+struct mevent_loop;
+struct pm;
+
+struct machine {
+	const char *name; /* VM name (from the command line) */
+	struct vm vm;
+	struct iobus pio;  /* port I/O, ports 0-0xffff */
+	struct iobus mmio; /* guest-physical MMIO */
+	struct mevent_loop *loop;
+	int exit_fd;       /* eventfd: wakes the loop when an exit is requested */
+	int exit_code;     /* process exit status; first request wins */
+	bool exit_requested;
+	bool strict_io;    /* x86.strictio: unclaimed I/O ends the VM (-e) */
+	struct pm *pm;     /* ACPI PM block: target of the power button */
+	uint64_t start_ns; /* CLOCK_MONOTONIC at process start */
+};
+
+/*
+ * Ask for the VM to stop with exit status `code` (enum khyve_exit, or a
+ * guest-chosen status from pc-testdev).  Callable from any thread
+ * (vCPU, event loop, signal handling); the first request wins.  vCPUs are
+ * kicked out of KVM_RUN and the process exits once they have stopped.
+ */
+void machine_request_exit(struct machine *m, int code);
+
+/* Set interrupt line `gsi` to `level` (see vm_irq_line). */
+int machine_irq_line(struct machine *m, unsigned gsi, int level);
+
+/* Register a handler for `len` ports from `port` / for MMIO [gpa, gpa+len). */
+int machine_register_pio(struct machine *m, uint16_t port, uint16_t len, iobus_handler_t fn,
+			 void *arg, const char *name);
+int machine_register_mmio(struct machine *m, uint64_t gpa, uint64_t len, iobus_handler_t fn,
+			  void *arg, const char *name);
+
+#endif

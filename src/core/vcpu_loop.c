@@ -1,0 +1,179 @@
+#include "core/vcpu_loop.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/machine.h"
+#include "lib/log.h"
+#include "vmm/vcpu.h"
+
+static struct ratelimit unhandled_rl = RATELIMIT_INIT;
+
+static void note_unhandled(struct machine *m, const char *kind, uint64_t addr, unsigned size,
+			   bool is_write, uint64_t val)
+{
+	if (m->strict_io) {
+		log_err("unhandled %s %s at 0x%llx (size %u), stopping (x86.strictio)", kind,
+			is_write ? "write" : "read", (unsigned long long)addr, size);
+		machine_request_exit(m, KHYVE_EXIT_ERROR);
+		return;
+	}
+	log_ratelimited(&unhandled_rl, LOG_DEBUG, "unhandled %s %s at 0x%llx size %u val 0x%llx",
+			kind, is_write ? "write" : "read", (unsigned long long)addr, size,
+			(unsigned long long)val);
+}
+
+static void handle_io(struct machine *m, struct vcpu *v)
+{
+	struct kvm_run *run = v->run;
+	unsigned size = run->io.size;
+	bool is_write = run->io.direction == KVM_EXIT_IO_OUT;
+	uint8_t *data = (uint8_t *)run + run->io.data_offset;
+	uint64_t end = (uint64_t)run->io.data_offset + (uint64_t)run->io.count * size;
+
+	/* KVM fills these, but stay inside the shared page regardless. */
+	if (size == 0 || size > 4 || end > (uint64_t)m->vm.vcpu_mmap_size)
+		return;
+	for (uint32_t i = 0; i < run->io.count; i++, data += size) {
+		uint64_t val = 0;
+
+		if (is_write)
+			memcpy(&val, data, size);
+		if (!iobus_access(&m->pio, run->io.port, size, is_write, &val))
+			note_unhandled(m, "port", run->io.port, size, is_write, val);
+		if (!is_write)
+			memcpy(data, &val, size);
+	}
+}
+
+static void handle_mmio(struct machine *m, struct vcpu *v)
+{
+	struct kvm_run *run = v->run;
+	unsigned size = run->mmio.len;
+	uint64_t val = 0;
+
+	if (size == 0 || size > sizeof(run->mmio.data))
+		return;
+	if (run->mmio.is_write)
+		memcpy(&val, run->mmio.data, size);
+	if (!iobus_access(&m->mmio, run->mmio.phys_addr, size, run->mmio.is_write, &val))
+		note_unhandled(m, "mmio", run->mmio.phys_addr, size, run->mmio.is_write, val);
+	if (!run->mmio.is_write)
+		memcpy(run->mmio.data, &val, size);
+}
+
+static void handle_system_event(struct machine *m, struct vcpu *v)
+{
+	switch (v->run->system_event.type) {
+	case KVM_SYSTEM_EVENT_SHUTDOWN:
+		machine_request_exit(m, KHYVE_EXIT_POWEROFF);
+		break;
+	case KVM_SYSTEM_EVENT_RESET:
+		machine_request_exit(m, KHYVE_EXIT_RESET);
+		break;
+	default:
+		log_err("vCPU %u: system event %u", v->index, v->run->system_event.type);
+		machine_request_exit(m, KHYVE_EXIT_TRIPLEFAULT);
+		break;
+	}
+}
+
+static void handle_fatal_exit(struct machine *m, struct vcpu *v)
+{
+	struct kvm_run *run = v->run;
+
+	if (run->exit_reason == KVM_EXIT_INTERNAL_ERROR)
+		log_err("vCPU %u: KVM internal error, suberror %u", v->index,
+			run->internal.suberror);
+	else if (run->exit_reason == KVM_EXIT_FAIL_ENTRY)
+		log_err("vCPU %u: VM entry failed, reason 0x%llx", v->index,
+			(unsigned long long)run->fail_entry.hardware_entry_failure_reason);
+	else
+		log_err("vCPU %u: unexpected exit reason %u", v->index, run->exit_reason);
+	machine_request_exit(m, KHYVE_EXIT_ERROR);
+}
+
+/* Handle one exit; the vCPU keeps running unless an exit was requested. */
+static void vcpu_dispatch_exit(struct machine *m, struct vcpu *v)
+{
+	switch (v->run->exit_reason) {
+	case KVM_EXIT_IO:
+		handle_io(m, v);
+		break;
+	case KVM_EXIT_MMIO:
+		handle_mmio(m, v);
+		break;
+	case KVM_EXIT_INTR:
+		break;
+	case KVM_EXIT_SHUTDOWN:
+		/* A triple fault: KVM reports it as a shutdown. */
+		machine_request_exit(m, KHYVE_EXIT_TRIPLEFAULT);
+		break;
+	case KVM_EXIT_HLT:
+		machine_request_exit(m, KHYVE_EXIT_HALT);
+		break;
+	case KVM_EXIT_SYSTEM_EVENT:
+		handle_system_event(m, v);
+		break;
+	default:
+		handle_fatal_exit(m, v);
+		break;
+	}
+}
+
+static void *vcpu_thread(void *arg)
+{
+	struct vcpu *v = arg;
+	struct machine *m = (struct machine *)((char *)v->vm - offsetof(struct machine, vm));
+	char name[16];
+
+	snprintf(name, sizeof(name), "vcpu %u", v->index);
+	pthread_setname_np(pthread_self(), name);
+	while (!__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST)) {
+		if (vcpu_run(v) == 0) {
+			vcpu_dispatch_exit(m, v);
+			continue;
+		}
+		if (errno == EINTR || errno == EAGAIN) {
+			if (!__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST))
+				v->run->immediate_exit = 0;
+			continue;
+		}
+		log_err("vCPU %u: KVM_RUN failed: %s", v->index, strerror(errno));
+		machine_request_exit(m, KHYVE_EXIT_ERROR);
+	}
+	return NULL;
+}
+
+int vcpu_threads_start(struct machine *m)
+{
+	sigset_t kick;
+
+	sigemptyset(&kick);
+	sigaddset(&kick, vcpu_kick_signal());
+	for (unsigned i = 0; i < m->vm.ncpus; i++) {
+		struct vcpu *v = m->vm.vcpus[i];
+
+		if (pthread_create(&v->thread, NULL, vcpu_thread, v) != 0)
+			return -1;
+		__atomic_store_n(&v->thread_started, true, __ATOMIC_SEQ_CST);
+	}
+	/* The kick signal must reach vCPU threads; the main thread leaves it
+	 * unblocked too so a kick racing thread start cannot be lost. */
+	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
+	return 0;
+}
+
+void vcpu_threads_join(struct machine *m)
+{
+	for (unsigned i = 0; i < m->vm.ncpus; i++) {
+		struct vcpu *v = m->vm.vcpus[i];
+
+		if (v != NULL && v->thread_started)
+			pthread_join(v->thread, NULL);
+	}
+}

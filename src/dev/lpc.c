@@ -1,0 +1,103 @@
+#include "dev/lpc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/config.h"
+
+extern const struct lpc_device *const __start_lpc_devices[];
+extern const struct lpc_device *const __stop_lpc_devices[];
+
+int lpc_init_devices(struct machine *m, char *err, size_t errlen)
+{
+	for (const struct lpc_device *const *d = __start_lpc_devices; d < __stop_lpc_devices; d++) {
+		char why[256] = "";
+
+		if ((*d)->init(m, why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "%s: %s", (*d)->name, why[0] ? why : "init failed");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int parse_com(const char *name, const char *conf, char *err, size_t errlen)
+{
+	char key[48];
+
+	if (strlen(name) != 4 || name[3] < '1' || name[3] > '4') {
+		snprintf(err, errlen, "unknown LPC device '%s' (serial ports are com1..com4)", name);
+		return -1;
+	}
+	if (conf == NULL || *conf == '\0') {
+		snprintf(err, errlen, "-l %s needs a back end, e.g. -l %s,stdio", name, name);
+		return -1;
+	}
+	snprintf(key, sizeof(key), "lpc.%s.path", name);
+	return config_set(key, conf);
+}
+
+static int parse_bootrom(const char *conf, char *err, size_t errlen)
+{
+	char rom[4096];
+	const char *comma;
+
+	if (conf == NULL || *conf == '\0') {
+		snprintf(err, errlen, "-l bootrom needs a ROM file: -l bootrom,FILE[,VARFILE]");
+		return -1;
+	}
+	comma = strchr(conf, ',');
+	if (comma == NULL)
+		return config_set("lpc.bootrom", conf);
+	if ((size_t)(comma - conf) >= sizeof(rom)) {
+		snprintf(err, errlen, "bootrom path too long");
+		return -1;
+	}
+	memcpy(rom, conf, (size_t)(comma - conf));
+	rom[comma - conf] = '\0';
+	if (config_set("lpc.bootrom", rom) < 0 || config_set("lpc.bootvars", comma + 1) < 0)
+		return -1;
+	return 0;
+}
+
+static int parse_testdev(const char *conf, char *err, size_t errlen)
+{
+	if (config_set("lpc.pc-testdev", "true") < 0)
+		return -1;
+	if (conf == NULL || *conf == '\0')
+		return 0;
+	if (strncmp(conf, "debugcon=", 9) == 0 && conf[9] != '\0')
+		return config_set("lpc.pc-testdev-debugcon", conf + 9);
+	snprintf(err, errlen, "pc-testdev: unknown option '%s' (want debugcon=FILE)", conf);
+	return -1;
+}
+
+int lpc_parse_option(const char *opt, char *err, size_t errlen)
+{
+	char name[32];
+	const char *comma = strchr(opt, ',');
+	const char *conf = comma ? comma + 1 : NULL;
+	size_t len = comma ? (size_t)(comma - opt) : strlen(opt);
+	int rc;
+
+	err[0] = '\0';
+	if (len == 0 || len >= sizeof(name)) {
+		snprintf(err, errlen, "bad -l argument '%s'", opt);
+		return -1;
+	}
+	memcpy(name, opt, len);
+	name[len] = '\0';
+	if (strncmp(name, "com", 3) == 0)
+		rc = parse_com(name, conf, err, errlen);
+	else if (strcmp(name, "bootrom") == 0)
+		rc = parse_bootrom(conf, err, errlen);
+	else if (strcmp(name, "pc-testdev") == 0)
+		rc = parse_testdev(conf, err, errlen);
+	else {
+		snprintf(err, errlen, "unknown LPC device '%s'", name);
+		return -1;
+	}
+	if (rc < 0 && err[0] == '\0')
+		snprintf(err, errlen, "bad -l argument '%s'", opt);
+	return rc;
+}

@@ -1,0 +1,40 @@
+/*
+ * Devices behind the LPC bridge (ISA ports and IRQs): serial ports, RTC,
+ * ACPI power management, keyboard controller, boot ROM.  Each device file
+ * registers itself with LPC_DEVICE(), a linker set as in bhyve
+ * (DATA_SET(lpc_dev_set, ...)), so no central list has to grow.
+ */
+#ifndef KHYVE_LPC_H
+#define KHYVE_LPC_H
+
+#include <stddef.h>
+
+struct machine;
+
+struct lpc_device {
+	/* Name used in logs. */
+	const char *name;
+	/* Create the device if the configuration asks for it (built-in
+	 * devices always do).  0, or -1 with a one-line reason in `err`. */
+	int (*init)(struct machine *m, char *err, size_t errlen);
+};
+
+#define LPC_DEVICE(id)                                                                             \
+	static const struct lpc_device lpc_device_##id;                                            \
+	static const struct lpc_device *const lpc_device_ptr_##id                                  \
+		__attribute__((section("lpc_devices"), used)) = &lpc_device_##id;                  \
+	static const struct lpc_device lpc_device_##id
+
+/* Initialise every registered LPC device; 0, or -1 with `err` filled. */
+int lpc_init_devices(struct machine *m, char *err, size_t errlen);
+
+/*
+ * Turn "-l NAME[,CONF]" into config keys, as bhyve's lpc_device_parse():
+ *   comN,BACKEND            lpc.comN.path=BACKEND (N = 1..4)
+ *   bootrom,ROM[,VARS]      lpc.bootrom=ROM, lpc.bootvars=VARS
+ *   pc-testdev[,debugcon=F] lpc.pc-testdev=true, lpc.pc-testdev-debugcon=F
+ * Returns 0, or -1 with a one-line reason in `err`.
+ */
+int lpc_parse_option(const char *opt, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * ACPI fixed-hardware power management (ACPI 6.4 section 4.8, bhyve: pm.c):
+ * the PM1a event block (status/enable) at PM1A_EVT_PORT, the PM1a control
+ * block at PM1A_CNT_PORT (sleep type/enable: S5 powers off), the 32-bit
+ * PM timer at PM_TMR_PORT, the SCI on IRQ 9, the fixed-feature power button,
+ * and the reset control register at port 0xCF9.
+ */
+#ifndef KHYVE_PM_H
+#define KHYVE_PM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PM1A_EVT_PORT 0x400 /* 4 bytes: PM1_STS (2), PM1_EN (2) */
+#define PM1A_CNT_PORT 0x404 /* 2 bytes */
+#define PM_TMR_PORT   0x408 /* 4 bytes, 3.579545 MHz */
+#define PM_RESET_PORT 0xcf9 /* reset control register */
+#define PM_SCI_IRQ    9
+#define PM_RESET_VALUE 0x06 /* what the FADT reset register asks the OS to write */
+#define PM_SLP_TYP_S5 5    /* \_S5 package value: SLP_TYP for soft-off */
+
+#define PM1_TMR_STS    0x0001
+#define PM1_PWRBTN_STS 0x0100
+#define PM1_WAK_STS    0x8000
+#define PM1_SCI_EN     0x0001
+#define PM1_SLP_EN     0x2000
+
+struct pm;
+struct machine;
+
+/* Callbacks so the model runs without a machine in unit tests. */
+struct pm_ops {
+	void (*set_sci)(void *arg, bool level);
+	void (*request_exit)(void *arg, int code); /* enum khyve_exit */
+};
+
+struct pm *pm_create(const struct pm_ops *ops, void *arg);
+void pm_free(struct pm *pm);
+
+/* Access to the PM1a event block, control block, timer, or reset register:
+ * `port` is the absolute port number. */
+uint32_t pm_read(struct pm *pm, uint16_t port, unsigned size);
+void pm_write(struct pm *pm, uint16_t port, unsigned size, uint32_t val);
+
+/* Press the power button (SIGTERM): sets PWRBTN_STS, raises the SCI when the
+ * guest enabled it.  Returns false when the guest has not enabled the power
+ * button event (no ACPI OS listening). */
+bool pm_power_button(struct pm *pm);
+
+#endif

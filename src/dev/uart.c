@@ -1,0 +1,448 @@
+#include "dev/uart.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/chardev.h"
+#include "core/machine.h"
+#include "dev/lpc.h"
+#include "lib/config.h"
+#include "lib/log.h"
+
+/* Register offsets (DLAB = LCR bit 7 selects the divisor latch at 0/1). */
+#define REG_DATA 0 /* RBR on read, THR on write; DLL with DLAB */
+#define REG_IER  1 /* DLM with DLAB */
+#define REG_IIR  2 /* IIR on read, FCR on write */
+#define REG_LCR  3
+#define REG_MCR  4
+#define REG_LSR  5
+#define REG_MSR  6
+#define REG_SCR  7
+
+#define IER_RDA  0x01 /* received data available */
+#define IER_THRE 0x02 /* transmit holding register empty */
+#define IER_RLS  0x04 /* receiver line status */
+#define IER_MS   0x08 /* modem status */
+
+#define IIR_NONE 0x01
+#define IIR_MS   0x00
+#define IIR_THRE 0x02
+#define IIR_RDA  0x04
+#define IIR_RLS  0x06
+#define IIR_FIFO 0xc0 /* FIFOs enabled */
+
+#define FCR_ENABLE   0x01
+#define FCR_RX_RESET 0x02
+
+#define LCR_DLAB 0x80
+
+#define MCR_DTR  0x01
+#define MCR_RTS  0x02
+#define MCR_OUT1 0x04
+#define MCR_OUT2 0x08
+#define MCR_LOOP 0x10
+
+#define LSR_DR   0x01
+#define LSR_OE   0x02
+#define LSR_THRE 0x20
+#define LSR_TEMT 0x40
+
+#define MSR_DCTS 0x01
+#define MSR_DDSR 0x02
+#define MSR_TERI 0x04
+#define MSR_DDCD 0x08
+#define MSR_CTS  0x10
+#define MSR_DSR  0x20
+#define MSR_RI   0x40
+#define MSR_DCD  0x80
+#define MSR_DELTAS 0x0f
+
+struct uart {
+	pthread_mutex_t lock;
+	const struct uart_ops *ops;
+	void *arg;
+	uint8_t ier, lcr, mcr, lsr, msr, scr, fcr, dll, dlm;
+	bool thre_pending; /* THR-empty interrupt not yet acknowledged */
+	bool irq_level;
+	bool rx_was_full;
+	uint8_t rx[UART_FIFO_SIZE];
+	unsigned rx_head, rx_count;
+};
+
+static size_t rx_room(const struct uart *u)
+{
+	return UART_FIFO_SIZE - u->rx_count;
+}
+
+static void rx_push(struct uart *u, uint8_t b)
+{
+	if (u->rx_count == UART_FIFO_SIZE) {
+		u->lsr |= LSR_OE;
+		return;
+	}
+	u->rx[(u->rx_head + u->rx_count) % UART_FIFO_SIZE] = b;
+	u->rx_count++;
+	if (u->rx_count == UART_FIFO_SIZE)
+		u->rx_was_full = true;
+}
+
+static uint8_t rx_pop(struct uart *u)
+{
+	uint8_t b;
+
+	if (u->rx_count == 0)
+		return 0;
+	b = u->rx[u->rx_head];
+	u->rx_head = (u->rx_head + 1) % UART_FIFO_SIZE;
+	u->rx_count--;
+	return b;
+}
+
+/* The interrupt the UART reports in IIR, highest priority first. */
+static uint8_t pending_interrupt(const struct uart *u)
+{
+	if ((u->ier & IER_RLS) && (u->lsr & LSR_OE))
+		return IIR_RLS;
+	if ((u->ier & IER_RDA) && u->rx_count > 0)
+		return IIR_RDA;
+	if ((u->ier & IER_THRE) && u->thre_pending)
+		return IIR_THRE;
+	if ((u->ier & IER_MS) && (u->msr & MSR_DELTAS))
+		return IIR_MS;
+	return IIR_NONE;
+}
+
+/* On a PC the UART's interrupt reaches the PIC only while MCR.OUT2 is set;
+ * Linux relies on that in its IRQ probing. */
+static void update_irq(struct uart *u)
+{
+	bool level = pending_interrupt(u) != IIR_NONE && (u->mcr & MCR_OUT2);
+
+	if (level != u->irq_level) {
+		u->irq_level = level;
+		if (u->ops->set_irq != NULL)
+			u->ops->set_irq(u->arg, level);
+	}
+}
+
+/* Modem status lines: in loopback they follow MCR, else the line is
+ * always "connected" (carrier, DSR, CTS). */
+static uint8_t modem_lines(const struct uart *u)
+{
+	uint8_t m = 0;
+
+	if (!(u->mcr & MCR_LOOP))
+		return MSR_DCD | MSR_DSR | MSR_CTS;
+	if (u->mcr & MCR_RTS)
+		m |= MSR_CTS;
+	if (u->mcr & MCR_DTR)
+		m |= MSR_DSR;
+	if (u->mcr & MCR_OUT1)
+		m |= MSR_RI;
+	if (u->mcr & MCR_OUT2)
+		m |= MSR_DCD;
+	return m;
+}
+
+static void update_msr(struct uart *u)
+{
+	uint8_t old = u->msr & ~MSR_DELTAS, now = modem_lines(u), delta = 0;
+
+	if ((old ^ now) & MSR_CTS)
+		delta |= MSR_DCTS;
+	if ((old ^ now) & MSR_DSR)
+		delta |= MSR_DDSR;
+	if ((old ^ now) & MSR_DCD)
+		delta |= MSR_DDCD;
+	if ((old & MSR_RI) && !(now & MSR_RI))
+		delta |= MSR_TERI;
+	u->msr = now | (u->msr & MSR_DELTAS) | delta;
+}
+
+static void uart_reset(struct uart *u)
+{
+	u->ier = u->lcr = u->mcr = u->scr = u->fcr = 0;
+	u->dll = 12; /* 9600 baud */
+	u->dlm = 0;
+	u->lsr = LSR_THRE | LSR_TEMT;
+	u->thre_pending = false;
+	u->rx_count = u->rx_head = 0;
+	u->msr = 0;
+	update_msr(u);
+	u->msr &= ~MSR_DELTAS;
+}
+
+struct uart *uart_create(const struct uart_ops *ops, void *arg)
+{
+	struct uart *u = calloc(1, sizeof(*u));
+
+	if (u == NULL)
+		return NULL;
+	pthread_mutex_init(&u->lock, NULL);
+	u->ops = ops;
+	u->arg = arg;
+	uart_reset(u);
+	return u;
+}
+
+void uart_free(struct uart *u)
+{
+	if (u == NULL)
+		return;
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+}
+
+static void transmit(struct uart *u, uint8_t b)
+{
+	if (u->mcr & MCR_LOOP)
+		rx_push(u, b);
+	else if (u->ops->tx != NULL)
+		u->ops->tx(u->arg, b);
+	/* Transmission is instant: the holding register is empty again. */
+	u->thre_pending = true;
+}
+
+static uint8_t read_reg(struct uart *u, unsigned off)
+{
+	uint8_t v, iir;
+
+	switch (off) {
+	case REG_DATA:
+		if (u->lcr & LCR_DLAB)
+			return u->dll;
+		v = rx_pop(u);
+		if (u->rx_was_full && u->rx_count < UART_FIFO_SIZE) {
+			u->rx_was_full = false;
+			if (u->ops->rx_room != NULL)
+				u->ops->rx_room(u->arg);
+		}
+		return v;
+	case REG_IER:
+		return (u->lcr & LCR_DLAB) ? u->dlm : u->ier;
+	case REG_IIR:
+		iir = pending_interrupt(u);
+		/* Reading IIR acknowledges a THR-empty interrupt. */
+		if (iir == IIR_THRE)
+			u->thre_pending = false;
+		return iir | ((u->fcr & FCR_ENABLE) ? IIR_FIFO : 0);
+	case REG_LCR:
+		return u->lcr;
+	case REG_MCR:
+		return u->mcr;
+	case REG_LSR:
+		v = u->lsr | (u->rx_count > 0 ? LSR_DR : 0);
+		u->lsr &= ~LSR_OE; /* error bits clear on read */
+		return v;
+	case REG_MSR:
+		v = u->msr;
+		u->msr &= ~MSR_DELTAS;
+		return v;
+	default:
+		return u->scr;
+	}
+}
+
+static void write_ier(struct uart *u, uint8_t val)
+{
+	/* Enabling THRE interrupts while the THR is empty raises one at once. */
+	if (!(u->ier & IER_THRE) && (val & IER_THRE))
+		u->thre_pending = true;
+	u->ier = val & 0x0f;
+}
+
+static void write_reg(struct uart *u, unsigned off, uint8_t val)
+{
+	switch (off) {
+	case REG_DATA:
+		if (u->lcr & LCR_DLAB)
+			u->dll = val;
+		else
+			transmit(u, val);
+		break;
+	case REG_IER:
+		if (u->lcr & LCR_DLAB)
+			u->dlm = val;
+		else
+			write_ier(u, val);
+		break;
+	case REG_IIR: /* FCR */
+		if (val & FCR_RX_RESET)
+			u->rx_count = u->rx_head = 0;
+		u->fcr = val & 0xc9;
+		break;
+	case REG_LCR:
+		u->lcr = val;
+		break;
+	case REG_MCR:
+		u->mcr = val & 0x1f;
+		update_msr(u);
+		break;
+	case REG_LSR:
+	case REG_MSR:
+		break; /* read-only (factory test writes ignored) */
+	default:
+		u->scr = val;
+		break;
+	}
+}
+
+uint8_t uart_read(struct uart *u, unsigned offset)
+{
+	uint8_t v;
+
+	pthread_mutex_lock(&u->lock);
+	v = read_reg(u, offset & 7);
+	update_irq(u);
+	pthread_mutex_unlock(&u->lock);
+	return v;
+}
+
+void uart_write(struct uart *u, unsigned offset, uint8_t val)
+{
+	pthread_mutex_lock(&u->lock);
+	write_reg(u, offset & 7, val);
+	update_irq(u);
+	pthread_mutex_unlock(&u->lock);
+}
+
+size_t uart_receive(struct uart *u, const uint8_t *buf, size_t len)
+{
+	size_t n;
+
+	pthread_mutex_lock(&u->lock);
+	n = len < rx_room(u) ? len : rx_room(u);
+	for (size_t i = 0; i < n; i++)
+		rx_push(u, buf[i]);
+	update_irq(u);
+	pthread_mutex_unlock(&u->lock);
+	return n;
+}
+
+size_t uart_rx_room(struct uart *u)
+{
+	size_t n;
+
+	pthread_mutex_lock(&u->lock);
+	n = rx_room(u);
+	pthread_mutex_unlock(&u->lock);
+	return n;
+}
+
+/* ---- ISA wiring: ports, IRQ line and character back end ---- */
+
+struct uart_isa {
+	struct machine *m;
+	struct uart *uart;
+	struct chardev *cd;
+	unsigned irq;
+	char name[8];
+};
+
+static const struct {
+	uint16_t port;
+	unsigned irq;
+} com_ports[] = {{0x3f8, 4}, {0x2f8, 3}, {0x3e8, 4}, {0x2e8, 3}};
+
+static void isa_set_irq(void *arg, bool level)
+{
+	struct uart_isa *ui = arg;
+
+	machine_irq_line(ui->m, ui->irq, level ? 1 : 0);
+}
+
+static void isa_tx(void *arg, uint8_t byte)
+{
+	struct uart_isa *ui = arg;
+
+	chardev_write(ui->cd, &byte, 1);
+}
+
+static void isa_rx_room(void *arg)
+{
+	struct uart_isa *ui = arg;
+
+	chardev_resume_input(ui->cd);
+}
+
+static const struct uart_ops isa_ops = {isa_set_irq, isa_tx, isa_rx_room};
+
+/* Event loop: the back end has input; move what fits into the FIFO. */
+static void isa_input_ready(void *arg)
+{
+	struct uart_isa *ui = arg;
+	uint8_t buf[UART_FIFO_SIZE];
+	size_t room = uart_rx_room(ui->uart), n;
+
+	if (room == 0) {
+		chardev_pause_input(ui->cd);
+		return;
+	}
+	n = chardev_read(ui->cd, buf, room);
+	if (n > 0)
+		uart_receive(ui->uart, buf, n);
+}
+
+static int isa_port_access(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
+{
+	struct uart_isa *ui = arg;
+
+	if (size != 1)
+		return -1;
+	if (is_write)
+		uart_write(ui->uart, (unsigned)offset, (uint8_t)*val);
+	else
+		*val = uart_read(ui->uart, (unsigned)offset);
+	return 0;
+}
+
+int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *err,
+		  size_t errlen)
+{
+	struct uart_isa *ui = calloc(1, sizeof(*ui));
+
+	if (ui == NULL || index >= sizeof(com_ports) / sizeof(com_ports[0])) {
+		snprintf(err, errlen, "cannot create com%u", index + 1);
+		free(ui);
+		return -1;
+	}
+	ui->m = m;
+	ui->irq = com_ports[index].irq;
+	snprintf(ui->name, sizeof(ui->name), "com%u", index + 1);
+	ui->uart = uart_create(&isa_ops, ui);
+	ui->cd = chardev_open(backend, m->loop, isa_input_ready, ui, err, errlen);
+	if (ui->uart == NULL || ui->cd == NULL ||
+	    machine_register_pio(m, com_ports[index].port, UART_NREGS, isa_port_access, ui,
+				 ui->name) < 0) {
+		if (ui->cd == NULL && err[0] == '\0')
+			snprintf(err, errlen, "cannot create %s", ui->name);
+		return -1;
+	}
+	return 0;
+}
+
+/* -l comN,BACKEND: the LPC device hook. */
+static int uart_lpc_init(struct machine *m, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < sizeof(com_ports) / sizeof(com_ports[0]); i++) {
+		char key[32], why[200] = "";
+		const char *path;
+
+		snprintf(key, sizeof(key), "lpc.com%u.path", i + 1);
+		path = config_get(key);
+		if (path == NULL)
+			continue;
+		if (uart_isa_init(m, i, path, why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "com%u: %s", i + 1, why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+LPC_DEVICE(uart) = {
+	.name = "com",
+	.init = uart_lpc_init,
+};

@@ -1,0 +1,102 @@
+#include "lib/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/exitcode.h"
+
+enum log_level log_max_level = LOG_INFO;
+
+void log_init_from_env(void)
+{
+	const char *v = getenv("KHYVE_DEBUG");
+
+	if (v != NULL && *v != '\0' && strcmp(v, "0") != 0)
+		log_max_level = LOG_DEBUG;
+}
+
+static void log_vprint(const char *fmt, va_list ap)
+{
+	char line[1024];
+	size_t n;
+	int len;
+
+	len = snprintf(line, sizeof(line), "khyve: ");
+	vsnprintf(line + len, sizeof(line) - (size_t)len, fmt, ap);
+	n = strlen(line);
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		line[--n] = '\0';
+	/* A raw-mode terminal does not turn \n into \r\n. */
+	fprintf(stderr, "%s%s", line, isatty(STDERR_FILENO) ? "\r\n" : "\n");
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > log_max_level)
+		return;
+	va_start(ap, fmt);
+	log_vprint(fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Returns true when the message may be printed; reports a pending
+ * suppression count when a new window starts. */
+static bool ratelimit_admit(struct ratelimit *rl)
+{
+	uint64_t now = monotonic_ns();
+	uint32_t suppressed = 0;
+	bool admit;
+
+	while (__atomic_exchange_n(&rl->lock, 1, __ATOMIC_ACQUIRE))
+		;
+	if (now - rl->window_start_ns > (uint64_t)rl->interval_s * 1000000000ull) {
+		suppressed = rl->suppressed;
+		rl->window_start_ns = now;
+		rl->printed = 0;
+		rl->suppressed = 0;
+	}
+	admit = rl->printed < rl->burst;
+	if (admit)
+		rl->printed++;
+	else
+		rl->suppressed++;
+	__atomic_store_n(&rl->lock, 0, __ATOMIC_RELEASE);
+	if (suppressed > 0)
+		log_warn("%u similar messages suppressed", suppressed);
+	return admit;
+}
+
+void log_ratelimited(struct ratelimit *rl, enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > log_max_level || !ratelimit_admit(rl))
+		return;
+	va_start(ap, fmt);
+	log_vprint(fmt, ap);
+	va_end(ap);
+}
+
+void fatal(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vprint(fmt, ap);
+	va_end(ap);
+	exit(KHYVE_EXIT_ERROR);
+}

@@ -1,0 +1,279 @@
+#include "vmm/kvm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "vmm/vcpu.h"
+
+#define KVM_CPUID_MAX_ENTRIES 512
+
+static const char *kvm_device_path(void)
+{
+	const char *p = getenv("KHYVE_KVM_DEV");
+
+	return (p != NULL && *p != '\0') ? p : "/dev/kvm";
+}
+
+static int kvm_require_caps(int kvm_fd, char *err, size_t errlen)
+{
+	static const struct {
+		int cap;
+		const char *name;
+	} caps[] = {
+		{KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP"},
+		{KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY"},
+		{KVM_CAP_SET_TSS_ADDR, "KVM_CAP_SET_TSS_ADDR"},
+		{KVM_CAP_PIT2, "KVM_CAP_PIT2"},
+		{KVM_CAP_EXT_CPUID, "KVM_CAP_EXT_CPUID"},
+		{KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT"},
+	};
+
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		if (ioctl(kvm_fd, KVM_CHECK_EXTENSION, caps[i].cap) <= 0) {
+			snprintf(err, errlen, "KVM lacks %s", caps[i].name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int kvm_open(struct vm *vm, char *err, size_t errlen)
+{
+	const char *path = kvm_device_path();
+	int version;
+
+	vm->kvm_fd = open(path, O_RDWR | O_CLOEXEC);
+	if (vm->kvm_fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s (is KVM available and are you allowed to use it?)",
+			 path, strerror(errno));
+		return -1;
+	}
+	version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
+	if (version != KVM_API_VERSION) {
+		snprintf(err, errlen, "%s: KVM API version %d, need %d", path, version,
+			 KVM_API_VERSION);
+		return -1;
+	}
+	return kvm_require_caps(vm->kvm_fd, err, errlen);
+}
+
+static int vm_set_user_memory(struct vm *vm, uint64_t gpa, uint64_t size, void *hva, bool ro)
+{
+	struct kvm_userspace_memory_region r = {
+		.slot = vm->next_slot,
+		.flags = ro ? KVM_MEM_READONLY : 0,
+		.guest_phys_addr = gpa,
+		.memory_size = size,
+		.userspace_addr = (uintptr_t)hva,
+	};
+
+	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0)
+		return -1;
+	vm->next_slot++;
+	return gmem_add_region(&vm->mem, gpa, size, hva, ro);
+}
+
+static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
+{
+	void *hva;
+
+	hva = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		   -1, 0);
+	if (hva == MAP_FAILED)
+		return -1;
+	/* Transparent huge pages cut the guest's TLB misses; advisory only. */
+	madvise(hva, size, MADV_HUGEPAGE);
+	if (vm_set_user_memory(vm, gpa, size, hva, false) < 0) {
+		munmap(hva, size);
+		return -1;
+	}
+	return 0;
+}
+
+static int vm_get_supported_cpuid(struct vm *vm)
+{
+	size_t sz = sizeof(struct kvm_cpuid2) + KVM_CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2);
+
+	vm->supported_cpuid = calloc(1, sz);
+	if (vm->supported_cpuid == NULL)
+		return -1;
+	vm->supported_cpuid->nent = KVM_CPUID_MAX_ENTRIES;
+	return ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, vm->supported_cpuid);
+}
+
+static int vm_create_irqchip(struct vm *vm)
+{
+	struct kvm_pit_config pit = {.flags = KVM_PIT_SPEAKER_DUMMY};
+	uint64_t identity = KVM_IDENTITY_MAP_GPA;
+
+	if (ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0 ||
+	    ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)KVM_TSS_GPA) < 0 ||
+	    ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0 ||
+	    ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
+		return -1;
+	return 0;
+}
+
+int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, char *err,
+	      size_t errlen)
+{
+	uint64_t low, high;
+
+	memset(vm, 0, sizeof(*vm));
+	vm->kvm_fd = vm->vm_fd = -1;
+	vm->memsize = memsize;
+	vm->topo = *topo;
+	vm->ncpus = topo->sockets * topo->cores * topo->threads;
+	if (kvm_open(vm, err, errlen) < 0)
+		return -1;
+	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	vm->vcpu_mmap_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (vm->vm_fd < 0 || vm->vcpu_mmap_size <= 0) {
+		snprintf(err, errlen, "KVM_CREATE_VM failed: %s", strerror(errno));
+		return -1;
+	}
+	if (vm_create_irqchip(vm) < 0) {
+		snprintf(err, errlen, "cannot create the in-kernel irqchip/PIT: %s", strerror(errno));
+		return -1;
+	}
+	gmem_layout(memsize, &low, &high);
+	vm->mem.lowmem_size = low;
+	vm->mem.highmem_size = high;
+	if (vm_add_ram(vm, 0, low) < 0 || (high > 0 && vm_add_ram(vm, GMEM_HIGHMEM_BASE, high) < 0)) {
+		snprintf(err, errlen, "cannot allocate %llu MiB of guest memory: %s",
+			 (unsigned long long)(memsize >> 20), strerror(errno));
+		return -1;
+	}
+	if (vm_get_supported_cpuid(vm) < 0) {
+		snprintf(err, errlen, "KVM_GET_SUPPORTED_CPUID failed: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int vm_add_rom(struct vm *vm, uint64_t gpa, uint64_t size, const void *data, uint64_t len)
+{
+	bool ro = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_READONLY_MEM) > 0;
+	uint8_t *hva;
+
+	if (len > size || (size & 0xfff) != 0 || (gpa & 0xfff) != 0)
+		return -1;
+	hva = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (hva == MAP_FAILED)
+		return -1;
+	memcpy(hva + (size - len), data, len);
+	if (vm_set_user_memory(vm, gpa, size, hva, ro) < 0) {
+		munmap(hva, size);
+		return -1;
+	}
+	return 0;
+}
+
+static struct kvm_cpuid2 *cpuid_for_vcpu(struct vm *vm, unsigned index)
+{
+	size_t sz = sizeof(struct kvm_cpuid2) + KVM_CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2);
+	struct kvm_cpuid2 *c = malloc(sz);
+	int n;
+
+	if (c == NULL)
+		return NULL;
+	memcpy(c, vm->supported_cpuid,
+	       sizeof(*c) + vm->supported_cpuid->nent * sizeof(struct kvm_cpuid_entry2));
+	n = cpuid_fixup(c->entries, c->nent, KVM_CPUID_MAX_ENTRIES, &vm->topo, index);
+	if (n < 0) {
+		free(c);
+		return NULL;
+	}
+	c->nent = (uint32_t)n;
+	return c;
+}
+
+static int vm_setup_vcpu(struct vm *vm, unsigned i)
+{
+	struct kvm_cpuid2 *cpuid;
+	int rc;
+
+	vm->vcpus[i] = calloc(1, sizeof(struct vcpu));
+	if (vm->vcpus[i] == NULL ||
+	    vcpu_create(vm, vm->vcpus[i], i, topo_apic_id(&vm->topo, i)) < 0)
+		return -1;
+	cpuid = cpuid_for_vcpu(vm, i);
+	if (cpuid == NULL)
+		return -1;
+	rc = vcpu_set_cpuid(vm->vcpus[i], cpuid);
+	free(cpuid);
+	if (rc < 0)
+		return -1;
+	return vcpu_init_lapic(vm->vcpus[i]);
+}
+
+int vm_create_vcpus(struct vm *vm, char *err, size_t errlen)
+{
+	int max_id = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_MAX_VCPU_ID);
+	uint32_t top_id = topo_apic_id(&vm->topo, vm->ncpus - 1);
+
+	if (max_id <= 0)
+		max_id = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_MAX_VCPUS);
+	if (max_id > 0 && top_id >= (uint32_t)max_id) {
+		snprintf(err, errlen, "%u vCPUs (APIC ID up to %u) exceed KVM's limit of %d",
+			 vm->ncpus, top_id, max_id);
+		return -1;
+	}
+	vm->vcpus = calloc(vm->ncpus, sizeof(*vm->vcpus));
+	if (vm->vcpus == NULL)
+		return -1;
+	for (unsigned i = 0; i < vm->ncpus; i++) {
+		if (vm_setup_vcpu(vm, i) < 0) {
+			snprintf(err, errlen, "cannot create vCPU %u: %s", i, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void vm_destroy(struct vm *vm)
+{
+	for (unsigned i = 0; vm->vcpus != NULL && i < vm->ncpus; i++) {
+		if (vm->vcpus[i] != NULL)
+			vcpu_destroy(vm->vcpus[i]);
+		free(vm->vcpus[i]);
+	}
+	free(vm->vcpus);
+	for (unsigned i = 0; i < vm->mem.nregions; i++)
+		munmap(vm->mem.region[i].hva, vm->mem.region[i].size);
+	free(vm->supported_cpuid);
+	if (vm->vm_fd >= 0)
+		close(vm->vm_fd);
+	if (vm->kvm_fd >= 0)
+		close(vm->kvm_fd);
+	memset(vm, 0, sizeof(*vm));
+	vm->kvm_fd = vm->vm_fd = -1;
+}
+
+int vm_irq_line(struct vm *vm, uint32_t gsi, int level)
+{
+	struct kvm_irq_level irq = {.irq = gsi, .level = (uint32_t)level};
+
+	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
+}
+
+bool kvm_available(void)
+{
+	int kvm = open(kvm_device_path(), O_RDWR | O_CLOEXEC);
+	int fd;
+
+	if (kvm < 0)
+		return false;
+	fd = ioctl(kvm, KVM_CREATE_VM, 0);
+	close(kvm);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}

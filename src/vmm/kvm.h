@@ -1,0 +1,71 @@
+/*
+ * The KVM layer: one VM (KVM_CREATE_VM) with its guest memory, in-kernel
+ * irqchip (PIC, IOAPIC, local APICs) and PIT, and its vCPUs.  It knows
+ * nothing of devices: exits are handed to the caller (see vcpu.h).
+ *
+ * Linux KVM API: Documentation/virt/kvm/api.rst.
+ */
+#ifndef KHYVE_KVM_H
+#define KHYVE_KVM_H
+
+#include <linux/kvm.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vmm/cpuid.h"
+#include "vmm/mem.h"
+
+/* Guest-physical addresses KVM needs for its own use on Intel VMX (unused
+ * on AMD); inside the MMIO hole, below the boot ROM (as QEMU places them). */
+#define KVM_IDENTITY_MAP_GPA 0xfeffc000ull
+#define KVM_TSS_GPA          0xfeffd000ull /* three pages */
+
+#define IOAPIC_GPA    0xfec00000ull
+#define LAPIC_GPA     0xfee00000ull
+#define IOAPIC_NPINS  24 /* GSIs 0-23 */
+
+struct vcpu;
+
+struct vm {
+	int kvm_fd;           /* /dev/kvm */
+	int vm_fd;            /* the VM */
+	int vcpu_mmap_size;   /* size of each vCPU's struct kvm_run mapping */
+	unsigned next_slot;   /* next free KVM memory slot */
+	struct guest_mem mem; /* RAM and ROM regions */
+	uint64_t memsize;     /* RAM bytes requested */
+	unsigned ncpus;
+	struct cpu_topology topo;
+	struct vcpu **vcpus; /* ncpus entries */
+	struct kvm_cpuid2 *supported_cpuid;
+};
+
+/*
+ * Open /dev/kvm (or $KHYVE_KVM_DEV) and create a VM with `memsize` bytes of RAM
+ * laid out by gmem_layout(), an in-kernel irqchip and PIT.  On failure
+ * returns -1 with a one-line reason in `err`.
+ */
+int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, char *err,
+	      size_t errlen);
+
+/* Release everything vm_create() and vm_create_vcpus() made. */
+void vm_destroy(struct vm *vm);
+
+/*
+ * Map `size` bytes at guest-physical `gpa` as read-only ROM holding a copy of
+ * `data` (`len` bytes, placed at the end of the region, as firmware expects
+ * its reset vector at the top).  Guest writes become MMIO exits; the caller
+ * must claim them on the MMIO bus.  Returns 0 or -1.
+ */
+int vm_add_rom(struct vm *vm, uint64_t gpa, uint64_t size, const void *data, uint64_t len);
+
+/* Create the vCPUs with CPUID set from the topology; 0 or -1 (err filled). */
+int vm_create_vcpus(struct vm *vm, char *err, size_t errlen);
+
+/* Drive interrupt line `gsi` (IOAPIC pin; ISA IRQs 0-15 also reach the PIC)
+ * to `level`.  Edge-triggered sources pulse 1 then 0.  Thread-safe. */
+int vm_irq_line(struct vm *vm, uint32_t gsi, int level);
+
+/* True when /dev/kvm can be opened and a VM created (used by tests). */
+bool kvm_available(void);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * Guest physical memory: the regions of RAM (and ROM) the VM has, and the
+ * one checked way to turn a guest-physical address into a host pointer.
+ *
+ * Layout (as bhyve): RAM from 0 up to the 32-bit MMIO hole at
+ * GMEM_LOWMEM_LIMIT (3 GiB), the rest from 4 GiB up.  The hole holds PCI BARs,
+ * the IOAPIC (0xFEC00000), the local APICs (0xFEE00000) and the boot ROM just
+ * below 4 GiB.
+ */
+#ifndef KHYVE_MEM_H
+#define KHYVE_MEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GMEM_LOWMEM_LIMIT (3ull << 30) /* top of RAM below the MMIO hole */
+#define GMEM_HIGHMEM_BASE (4ull << 30) /* RAM above the hole starts here */
+#define GMEM_MAX_REGIONS  8
+
+/* One contiguous range of guest-physical memory backed by host memory. */
+struct gmem_region {
+	uint64_t gpa;  /* guest-physical start, bytes */
+	uint64_t size; /* bytes */
+	uint8_t *hva;  /* host-virtual start; owned by whoever added the region */
+	bool readonly; /* ROM: the guest cannot write it */
+};
+
+struct guest_mem {
+	struct gmem_region region[GMEM_MAX_REGIONS];
+	unsigned nregions;
+	uint64_t lowmem_size;  /* RAM bytes below the hole */
+	uint64_t highmem_size; /* RAM bytes from GMEM_HIGHMEM_BASE */
+};
+
+/* Split `memsize` bytes of RAM into the part below the hole and above 4 GiB. */
+void gmem_layout(uint64_t memsize, uint64_t *lowmem, uint64_t *highmem);
+
+/*
+ * Record a region.  Returns 0, or -1 when the table is full, the range wraps
+ * around, or it overlaps an existing region.
+ */
+int gmem_add_region(struct guest_mem *gm, uint64_t gpa, uint64_t size, void *hva, bool readonly);
+
+/*
+ * The host pointer for guest-physical [gpa, gpa+len), or NULL unless the
+ * whole range lies inside one region (and, when `write`, a writable one).
+ * len == 0 is allowed and checks gpa alone.  Overflow-safe: gpa and len come
+ * from the guest.
+ */
+void *gmem_ptr(const struct guest_mem *gm, uint64_t gpa, uint64_t len, bool write);
+
+/* Copy between guest memory and a host buffer; 0, or -1 if out of range. */
+int gmem_read(const struct guest_mem *gm, uint64_t gpa, void *dst, uint64_t len);
+int gmem_write(const struct guest_mem *gm, uint64_t gpa, const void *src, uint64_t len);
+
+/* True when [gpa, gpa+len) is guest RAM (not ROM, not a hole). */
+bool gmem_is_ram(const struct guest_mem *gm, uint64_t gpa, uint64_t len);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * vCPUs: creation, boot register state and KVM_RUN.  The run loop that
+ * dispatches exits to the buses lives in core/vcpu_loop.c.
+ */
+#ifndef KHYVE_VCPU_H
+#define KHYVE_VCPU_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct vm;
+
+struct vcpu {
+	struct vm *vm;
+	unsigned index;   /* 0 = bootstrap processor */
+	uint32_t apic_id; /* also the KVM vcpu id */
+	int fd;
+	struct kvm_run *run; /* shared page with KVM, vm->vcpu_mmap_size bytes */
+	pthread_t thread;
+	bool thread_started;
+};
+
+/* How the bootstrap processor starts. */
+enum boot_mode {
+	BOOT_RESET,  /* architectural reset state: real mode at 0xFFFFFFF0 */
+	BOOT_LONG64, /* 64-bit long mode, paging on (Linux 64-bit boot protocol) */
+	BOOT_FLAT32, /* 32-bit protected mode, paging off (PVH entry) */
+};
+
+/*
+ * Register state a boot loader asks for.  The loader has already written the
+ * GDT (flat code at selector `cs`, data at `ds`) and, for BOOT_LONG64, the
+ * page tables at `cr3` into guest memory.  All addresses guest-physical.
+ */
+struct boot_cpu_state {
+	enum boot_mode mode;
+	uint64_t rip, rsp, rsi, rbx;
+	uint64_t gdt_base;
+	uint16_t gdt_limit;
+	uint16_t cs, ds, tr; /* selectors; tr 0 = none */
+	uint64_t cr3;
+};
+
+/* Create vCPU `index` with KVM vcpu id `apic_id`; 0 or -1 (errno set). */
+int vcpu_create(struct vm *vm, struct vcpu *v, unsigned index, uint32_t apic_id);
+void vcpu_destroy(struct vcpu *v);
+
+/* Set CPUID (KVM_SET_CPUID2); 0 or -1. */
+int vcpu_set_cpuid(struct vcpu *v, struct kvm_cpuid2 *cpuid);
+
+/* Route LINT0 to ExtINT and LINT1 to NMI, as firmware leaves them (so the
+ * PIC and NMIs reach the CPU before the guest programs its APIC). */
+int vcpu_init_lapic(struct vcpu *v);
+
+/* Load the boot state (no-op for BOOT_RESET); 0 or -1. */
+int vcpu_set_boot_state(struct vcpu *v, const struct boot_cpu_state *s);
+
+/* One KVM_RUN; returns 0, or -1 with errno (EINTR when kicked). */
+int vcpu_run(struct vcpu *v);
+
+/* Make a running or about-to-run KVM_RUN return with EINTR (any thread). */
+void vcpu_kick(struct vcpu *v);
+
+/* Install the signal handler vcpu_kick() relies on; once per process. */
+int vcpu_kick_init(void);
+
+/* The signal vcpu_kick() sends; vCPU threads must leave it unblocked. */
+int vcpu_kick_signal(void);
+
+#endif
