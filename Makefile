@@ -14,6 +14,15 @@ CFLAGS   := -std=gnu11 $(WARN) $(OPT) -pthread -MMD -MP
 LDFLAGS  := -pthread
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
+# `make V=1` shows the full commands.
+ifeq ($(V),1)
+Q :=
+say :=
+else
+Q := @
+say = @echo "  $(1) $(2)";
+endif
+
 # Everything but the front ends' main() is the core, linked into khyve and tests.
 CORE_SRC := $(sort $(wildcard src/lib/*.c src/vmm/*.c src/bus/*.c src/dev/*.c \
                               src/boot/*.c src/backend/*.c src/core/*.c)) src/cmd/cli.c
@@ -36,19 +45,19 @@ all: $(BUILD)/bin/khyve
 
 $(BUILD)/bin/khyve: $(CORE_OBJ) $(KHYVE_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^
 
 $(BUILD)/san/bin/khyve: $(CORE_SAN_OBJ) $(KHYVE_SRC:%.c=$(BUILD)/san/obj/%.o)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $(SAN) -o $@ $^
+	$(call say,LD,$@)$(CC) $(LDFLAGS) $(SAN) -o $@ $^
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+	$(call say,CC,$<)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/san/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -O1 -c -o $@ $<
+	$(call say,CC-SAN,$<)$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -O1 -c -o $@ $<
 
 # ---- unit tests (cmocka) ----
 CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
@@ -56,20 +65,20 @@ CMOCKA_LIBS   = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka
 
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_OBJ) \
+	$(call say,TEST,$@)$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_OBJ) \
 		$(CMOCKA_LIBS) $(LDFLAGS)
 
 $(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) $(SAN) -O1 -o $@ $< \
+	$(call say,TEST-SAN,$@)$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) $(SAN) -O1 -o $@ $< \
 		$(CORE_SAN_OBJ) $(CMOCKA_LIBS) $(LDFLAGS)
 
 # ---- tiny test guests: flat ROM images, no FPU/SSE ----
 $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.inc
 	@mkdir -p $(@D)
-	$(CC) -c -nostdlib -ffreestanding -Itests/guests -o $(@:.rom=.o) $<
-	ld -m elf_x86_64 -T tests/guests/rom.ld -o $(@:.rom=.elf) $(@:.rom=.o)
-	objcopy -O binary $(@:.rom=.elf) $@
+	$(call say,GUEST,$@)$(CC) -c -nostdlib -ffreestanding -Itests/guests -o $(@:.rom=.o) $<
+	$(Q)ld -m elf_x86_64 -T tests/guests/rom.ld -o $(@:.rom=.elf) $(@:.rom=.o)
+	$(Q)objcopy -O binary $(@:.rom=.elf) $@
 
 # ---- the test suite ----
 check-deps:

@@ -31,6 +31,7 @@
 #define MADT_OVERRIDE   2
 #define MADT_LAPIC_NMI  4
 #define MADT_X2APIC     9
+#define MADT_X2APIC_NMI 10
 #define MADT_PCAT_COMPAT 1u
 
 /* A little-endian writer over the output buffer. */
@@ -225,6 +226,14 @@ static size_t build_madt(struct tbuf *t, const struct acpi_config *cfg)
 	put(t, e + 2, 0xff, 1); /* all processors */
 	put(t, e + 3, 0, 2);
 	put(t, e + 5, 1, 1); /* LINT1 */
+	if (cfg->apic_id[cfg->ncpus - 1] >= 0xff) {
+		/* Processors described by x2APIC entries need their own. */
+		e = alloc(t, 12, 1);
+		put(t, e, MADT_X2APIC_NMI, 1);
+		put(t, e + 1, 12, 1);
+		put(t, e + 4, 0xffffffffu, 4); /* all processors */
+		put(t, e + 8, 1, 1);           /* LINT1 */
+	}
 	header(t, off, "APIC", (uint32_t)(t->len - off), 5);
 	finish(t, off, t->len - off);
 	return off;

@@ -117,6 +117,10 @@ void aml_name(struct aml *a, const char *path)
 		aml_byte(a, 0x00); /* NullName: the root itself */
 		return;
 	}
+	if (nsegs > 255) {
+		a->failed = true;
+		return;
+	}
 	if (nsegs == 2)
 		aml_byte(a, AML_DUAL_NAME);
 	else if (nsegs > 2) {

@@ -28,8 +28,9 @@ struct e820_map {
 	unsigned nentries;
 };
 
-/* Append [addr, addr+size) of `type`, keeping entries sorted and merging
- * with an adjacent entry of the same type.  0, or -1 when the map is full,
+/* Add [addr, addr+size) of `type`, keeping entries sorted and merging
+ * with the entry just before it when that one has the same type and ends
+ * at `addr`.  0, or -1 when the map is full,
  * the range is empty/wraps, or it overlaps an existing entry. */
 int e820_add(struct e820_map *map, uint64_t addr, uint64_t size, enum e820_type type);
 

@@ -123,8 +123,11 @@ bool iobus_access(struct iobus *bus, uint64_t addr, unsigned size, bool is_write
 	}
 	if (!is_write)
 		*val = 0;
-	if (hit.handler(hit.arg, addr - hit.base, size, is_write, val) != 0)
+	if (hit.handler(hit.arg, addr - hit.base, size, is_write, val) != 0) {
+		if (!is_write)
+			*val = ~0ull;
 		log_ratelimited(&rl, LOG_WARN, "%s %s failed at 0x%llx (size %u)", hit.name,
 				is_write ? "write" : "read", (unsigned long long)addr, size);
+	}
 	return true;
 }

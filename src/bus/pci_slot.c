@@ -44,28 +44,32 @@ int pci_parse_legacy_config(struct config_node *node, const char *conf, char *er
 	return rc;
 }
 
-/* "slot", "slot:func" or "bus:slot:func" (bhyve's forms). */
+/* "slot", "slot:func" or "bus:slot:func" (bhyve's forms); every field
+ * must be present: "3::1" and "3:" are errors. */
 static int parse_bdf(const char *s, unsigned *bus, unsigned *slot, unsigned *func)
 {
-	char buf[32], *parts[3], *save = NULL;
 	uint64_t v[3];
 	unsigned n = 0;
+	char field[16];
 
-	if (strlen(s) >= sizeof(buf))
-		return -1;
-	strcpy(buf, s);
-	for (char *p = strtok_r(buf, ":", &save); p != NULL; p = strtok_r(NULL, ":", &save)) {
-		if (n == 3)
+	for (;;) {
+		const char *colon = strchr(s, ':');
+		size_t len = colon ? (size_t)(colon - s) : strlen(s);
+
+		if (n == 3 || len == 0 || len >= sizeof(field))
 			return -1;
-		parts[n++] = p;
+		memcpy(field, s, len);
+		field[len] = '\0';
+		if (parse_uint(field, 0, 255, &v[n++]) < 0)
+			return -1;
+		if (colon == NULL)
+			break;
+		s = colon + 1;
 	}
-	for (unsigned i = 0; i < n; i++)
-		if (parse_uint(parts[i], 0, 255, &v[i]) < 0)
-			return -1;
 	*bus = n == 3 ? (unsigned)v[0] : 0;
 	*slot = (unsigned)v[n == 3 ? 1 : 0];
 	*func = n == 1 ? 0 : (unsigned)v[n - 1];
-	return (n == 0 || *slot > 31 || *func > 7) ? -1 : 0;
+	return (*slot > 31 || *func > 7) ? -1 : 0;
 }
 
 int pci_parse_slot_option(const char *opt, char *err, size_t errlen)

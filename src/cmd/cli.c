@@ -161,8 +161,10 @@ enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t er
 			return CLI_ERROR;
 		}
 		if (apply_option(ch, optarg, err, errlen) < 0) {
-			if (err[0] == '\0')
+			if (err[0] == '\0' && optarg != NULL)
 				snprintf(err, errlen, "bad argument to -%c: '%s'", ch, optarg);
+			else if (err[0] == '\0')
+				snprintf(err, errlen, "cannot apply -%c: a config key it sets is taken", ch);
 			return CLI_ERROR;
 		}
 	}
@@ -170,8 +172,10 @@ enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t er
 		snprintf(err, errlen, "unexpected argument '%s' after the VM name", argv[optind + 1]);
 		return CLI_ERROR;
 	}
-	if (argc - optind == 1 && config_set("name", argv[optind]) < 0)
+	if (argc - optind == 1 && config_set("name", argv[optind]) < 0) {
+		snprintf(err, errlen, "cannot set the VM name '%s'", argv[optind]);
 		return CLI_ERROR;
+	}
 	return finish(out, err, errlen);
 }
 

@@ -1,5 +1,6 @@
 #include "dev/lpc.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,14 +63,16 @@ static int parse_bootrom(const char *conf, char *err, size_t errlen)
 
 static int parse_testdev(const char *conf, char *err, size_t errlen)
 {
-	if (config_set("lpc.pc-testdev", "true") < 0)
-		return -1;
-	if (conf == NULL || *conf == '\0')
-		return 0;
-	if (strncmp(conf, "debugcon=", 9) == 0 && conf[9] != '\0')
-		return config_set("lpc.pc-testdev-debugcon", conf + 9);
-	snprintf(err, errlen, "pc-testdev: unknown option '%s' (want debugcon=FILE)", conf);
-	return -1;
+	if (conf != NULL && *conf != '\0') {
+		if (strncmp(conf, "debugcon=", 9) != 0 || conf[9] == '\0') {
+			snprintf(err, errlen, "pc-testdev: unknown option '%s' (want debugcon=FILE)",
+				 conf);
+			return -1;
+		}
+		if (config_set("lpc.pc-testdev-debugcon", conf + 9) < 0)
+			return -1;
+	}
+	return config_set("lpc.pc-testdev", "true");
 }
 
 int lpc_parse_option(const char *opt, char *err, size_t errlen)
@@ -85,7 +88,9 @@ int lpc_parse_option(const char *opt, char *err, size_t errlen)
 		snprintf(err, errlen, "bad -l argument '%s'", opt);
 		return -1;
 	}
-	memcpy(name, opt, len);
+	/* bhyve accepts COM1 as well as com1. */
+	for (size_t i = 0; i < len; i++)
+		name[i] = (char)tolower((unsigned char)opt[i]);
 	name[len] = '\0';
 	if (strncmp(name, "com", 3) == 0)
 		rc = parse_com(name, conf, err, errlen);

@@ -93,8 +93,9 @@ static void cnt_write(struct pm *pm, unsigned off, unsigned size, uint32_t val)
 
 static void reset_write(struct pm *pm, uint8_t val)
 {
-	/* Bit 2 (RST_CPU) going to one resets; Linux writes 0x02 then 0x06. */
-	if ((val & 0x04) && !(pm->reset_reg & 0x04))
+	/* Setting bit 2 (RST_CPU) resets; Linux writes 0x02 (choose a full
+	 * reset) then 0x06.  The bit reads back as zero, as on the ICH. */
+	if (val & 0x04)
 		pm->ops->request_exit(pm->arg, KHYVE_EXIT_RESET);
 	pm->reset_reg = val & ~0x04;
 }

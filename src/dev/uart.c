@@ -269,8 +269,14 @@ static void write_reg(struct uart *u, unsigned off, uint8_t val)
 			write_ier(u, val);
 		break;
 	case REG_IIR: /* FCR */
-		if (val & FCR_RX_RESET)
+		if (val & FCR_RX_RESET) {
 			u->rx_count = u->rx_head = 0;
+			if (u->rx_was_full) {
+				u->rx_was_full = false;
+				if (u->ops->rx_room != NULL)
+					u->ops->rx_room(u->arg);
+			}
+		}
 		u->fcr = val & 0xc9;
 		break;
 	case REG_LCR:

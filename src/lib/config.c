@@ -16,6 +16,7 @@ struct config_node {
 	char *value;    /* leaf only */
 	char *expanded; /* cache of value with %(...) expanded */
 	unsigned expanded_gen;
+	bool expanding; /* on the current expansion path: breaks %(a) cycles */
 	struct config_node *parent;
 	struct config_node *first_child;
 	struct config_node *last_child;
@@ -29,6 +30,28 @@ static struct config_node config_root;
 /* Bumped on every change, so cached expansions never go stale. */
 static unsigned config_generation = 1;
 
+/* Expansions replaced by newer ones.  config_get() promises its string
+ * lives until the tree is reset, so they are only freed then. */
+struct retired {
+	struct retired *next;
+	char *s;
+};
+static struct retired *retired_expansions;
+
+static void retire(char *s)
+{
+	struct retired *r;
+
+	if (s == NULL)
+		return;
+	r = malloc(sizeof(*r));
+	if (r == NULL)
+		return; /* leak rather than free a string a caller may hold */
+	r->s = s;
+	r->next = retired_expansions;
+	retired_expansions = r;
+}
+
 static void node_free(struct config_node *n)
 {
 	struct config_node *c = n->first_child;
@@ -41,7 +64,7 @@ static void node_free(struct config_node *n)
 	}
 	free(n->name);
 	free(n->value);
-	free(n->expanded);
+	retire(n->expanded);
 	if (n != &config_root)
 		free(n);
 }
@@ -49,6 +72,13 @@ static void node_free(struct config_node *n)
 void config_reset(void)
 {
 	node_free(&config_root);
+	while (retired_expansions != NULL) {
+		struct retired *r = retired_expansions;
+
+		retired_expansions = r->next;
+		free(r->s);
+		free(r);
+	}
 	memset(&config_root, 0, sizeof(config_root));
 	config_generation++;
 }
@@ -97,10 +127,43 @@ static struct config_node *child_add(struct config_node *parent, const char *nam
  * invalid path, on a value in the middle of the path, or (without create)
  * when absent.
  */
+static bool path_valid(const char *path)
+{
+	const char *seg = path;
+
+	if (strlen(path) >= CONFIG_PATH_MAX)
+		return false;
+	for (;;) {
+		const char *dot = strchr(seg, '.');
+		size_t len = dot ? (size_t)(dot - seg) : strlen(seg);
+
+		if (!segment_valid(seg, len))
+			return false;
+		if (dot == NULL)
+			return true;
+		seg = dot + 1;
+	}
+}
+
+/* Length of the dotted path from the root to `n`. */
+static size_t node_path_len(const struct config_node *n)
+{
+	size_t len = 0;
+
+	for (; n != NULL && n->parent != NULL; n = n->parent)
+		len += strlen(n->name) + (n->parent->parent != NULL ? 1 : 0);
+	return len;
+}
+
 static struct config_node *node_walk(struct config_node *base, const char *path, bool create)
 {
 	struct config_node *n = base;
 	const char *seg = path;
+
+	/* Check everything first: a failed set must not leave nodes behind. */
+	if (!path_valid(path) ||
+	    (create && node_path_len(base) + 1 + strlen(path) >= CONFIG_PATH_MAX))
+		return NULL;
 
 	for (;;) {
 		const char *dot = strchr(seg, '.');
@@ -126,10 +189,17 @@ static struct config_node *node_walk(struct config_node *base, const char *path,
 
 int config_node_set(struct config_node *node, const char *name, const char *value)
 {
-	struct config_node *n = node_walk(node, name, true);
+	struct config_node *n, *existing;
 	char *copy;
 
-	if (n == NULL || n->first_child != NULL || value == NULL)
+	if (value == NULL)
+		return -1;
+	/* An existing inner node cannot become a value. */
+	existing = node_walk(node, name, false);
+	if (existing != NULL && existing->first_child != NULL)
+		return -1;
+	n = existing != NULL ? existing : node_walk(node, name, true);
+	if (n == NULL)
 		return -1;
 	copy = strdup(value);
 	if (copy == NULL)
@@ -197,9 +267,9 @@ static int str_append(char **buf, size_t *used, const char *s, size_t len)
 	return 0;
 }
 
-static const char *value_expand(const char *path, int depth);
-
-/* Expand %(path) references in `raw`; unknown references expand to "". */
+/* Expand %(path) references in `raw` into a new string; unknown
+ * references, cycles and references nested deeper than
+ * CONFIG_EXPAND_DEPTH expand to "". */
 static char *expand_string(const char *raw, int depth)
 {
 	char *out = NULL;
@@ -212,7 +282,7 @@ static char *expand_string(const char *raw, int depth)
 		const char *ref = strstr(p, "%(");
 		const char *end = ref ? strchr(ref + 2, ')') : NULL;
 		char name[CONFIG_PATH_MAX];
-		const char *v;
+		struct config_node *n;
 		size_t nlen;
 
 		if (ref == NULL || end == NULL) {
@@ -227,9 +297,19 @@ static char *expand_string(const char *raw, int depth)
 			nlen = sizeof(name) - 1;
 		memcpy(name, ref + 2, nlen);
 		name[nlen] = '\0';
-		v = depth < CONFIG_EXPAND_DEPTH ? value_expand(name, depth + 1) : NULL;
-		if (v != NULL && str_append(&out, &used, v, strlen(v)) < 0)
-			goto fail;
+		n = node_walk(&config_root, name, false);
+		if (n != NULL && n->value != NULL && !n->expanding && depth < CONFIG_EXPAND_DEPTH) {
+			char *sub;
+
+			n->expanding = true;
+			sub = expand_string(n->value, depth + 1);
+			n->expanding = false;
+			if (sub == NULL || str_append(&out, &used, sub, strlen(sub)) < 0) {
+				free(sub);
+				goto fail;
+			}
+			free(sub);
+		}
 		p = end + 1;
 	}
 	return out;
@@ -238,28 +318,30 @@ fail:
 	return NULL;
 }
 
-static const char *node_expand(struct config_node *n, int depth)
+static const char *node_expand(struct config_node *n)
 {
+	char *fresh;
+
 	if (n == NULL || n->value == NULL)
 		return NULL;
 	if (strstr(n->value, "%(") == NULL)
 		return n->value;
-	if (n->expanded == NULL || n->expanded_gen != config_generation) {
-		free(n->expanded);
-		n->expanded = expand_string(n->value, depth);
-		n->expanded_gen = config_generation;
-	}
+	if (n->expanded != NULL && n->expanded_gen == config_generation)
+		return n->expanded;
+	n->expanding = true;
+	fresh = expand_string(n->value, 0);
+	n->expanding = false;
+	if (fresh == NULL)
+		return NULL;
+	retire(n->expanded);
+	n->expanded = fresh;
+	n->expanded_gen = config_generation;
 	return n->expanded;
-}
-
-static const char *value_expand(const char *path, int depth)
-{
-	return node_expand(node_walk(&config_root, path, false), depth);
 }
 
 const char *config_get(const char *path)
 {
-	return value_expand(path, 0);
+	return node_expand(node_walk(&config_root, path, false));
 }
 
 const char *config_get_default(const char *path, const char *def)
@@ -271,7 +353,7 @@ const char *config_get_default(const char *path, const char *def)
 
 const char *config_node_get(struct config_node *node, const char *name)
 {
-	return node_expand(node_walk(node, name, false), 0);
+	return node_expand(node_walk(node, name, false));
 }
 
 static int parse_bool(const char *v, bool def, bool *out)
@@ -362,28 +444,52 @@ static char *trim(char *s)
 	return s;
 }
 
+/* "key = value" is read as "key=value": blanks around '=' are dropped. */
+static int parse_file_line(char *s, char *why, size_t whylen)
+{
+	char *eq = strchr(s, '=');
+
+	if (eq != NULL) {
+		char *k_end = eq, *v = eq + 1;
+
+		while (k_end > s && isspace((unsigned char)k_end[-1]))
+			k_end--;
+		while (isspace((unsigned char)*v))
+			v++;
+		memmove(k_end + 1, v, strlen(v) + 1);
+		*k_end = '=';
+	}
+	return config_parse_assignment(s, why, whylen);
+}
+
 int config_load_file(const char *file, char *err, size_t errlen)
 {
 	FILE *f = fopen(file, "r");
-	char line[4096], why[256];
+	char *line = NULL, why[256];
+	size_t cap = 0;
 	int lineno = 0, rc = 0;
 
 	if (f == NULL) {
 		snprintf(err, errlen, "cannot open config file %s: %s", file, strerror(errno));
 		return -1;
 	}
-	while (fgets(line, sizeof(line), f) != NULL) {
+	while (getline(&line, &cap, f) >= 0) {
 		char *s = trim(line);
 
 		lineno++;
 		if (*s == '\0' || *s == '#')
 			continue;
-		if (config_parse_assignment(s, why, sizeof(why)) < 0) {
+		if (parse_file_line(s, why, sizeof(why)) < 0) {
 			snprintf(err, errlen, "%s:%d: %s", file, lineno, why);
 			rc = -1;
 			break;
 		}
 	}
+	if (rc == 0 && ferror(f)) {
+		snprintf(err, errlen, "cannot read config file %s: %s", file, strerror(errno));
+		rc = -1;
+	}
+	free(line);
 	fclose(f);
 	return rc;
 }

@@ -56,6 +56,15 @@ static bool vendor_is_intel(struct kvm_cpuid_entry2 *e, unsigned n)
 	       l0->ecx == 0x6c65746e;
 }
 
+/* AMD and Hygon describe topology in 0x80000008/0x8000001E. */
+static bool vendor_is_amd(struct kvm_cpuid_entry2 *e, unsigned n)
+{
+	struct kvm_cpuid_entry2 *l0 = find_leaf(e, n, 0, 0);
+
+	/* "AuthenticAMD" / "HygonGenuine", told apart by EBX. */
+	return l0 != NULL && (l0->ebx == 0x68747541 || l0->ebx == 0x6f677948);
+}
+
 /* Drop every entry of leaf `fn`; returns the new count. */
 static unsigned remove_leaf(struct kvm_cpuid_entry2 *e, unsigned n, uint32_t fn)
 {
@@ -69,7 +78,9 @@ static unsigned remove_leaf(struct kvm_cpuid_entry2 *e, unsigned n, uint32_t fn)
 
 static void fix_leaf1(struct kvm_cpuid_entry2 *e, uint32_t apic_id, unsigned per_pkg)
 {
-	e->ebx = (e->ebx & 0x0000ffff) | ((per_pkg & 0xff) << 16) | (apic_id << 24);
+	unsigned count = per_pkg > 0xff ? 0xff : per_pkg; /* an 8-bit field */
+
+	e->ebx = (e->ebx & 0x0000ffff) | (count << 16) | (apic_id << 24);
 	if (per_pkg > 1)
 		e->edx |= 1u << 28; /* HTT: more than one logical CPU per package */
 	else
@@ -158,6 +169,7 @@ int cpuid_fixup(struct kvm_cpuid_entry2 *e, unsigned nent, unsigned cap,
 	if (max_basic >= CPUID_V2_TOPOLOGY &&
 	    add_topology_leaf(e, &n, cap, CPUID_V2_TOPOLOGY, t, apic_id) < 0)
 		return -1;
-	fix_amd_leaves(e, n, t, apic_id, index);
+	if (vendor_is_amd(e, n))
+		fix_amd_leaves(e, n, t, apic_id, index);
 	return (int)n;
 }

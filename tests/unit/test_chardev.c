@@ -1,0 +1,334 @@
+/*
+ * Unit tests for serial back ends (src/backend/chardev.h) on an mevent loop
+ * (src/core/mevent.h): spec parsing and errors, /dev/null, and a real TCP
+ * round trip on 127.0.0.1.  stdio is not opened here: it would put the
+ * terminal running the tests into raw mode.
+ */
+#include "unit.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include "backend/chardev.h"
+#include "core/mevent.h"
+
+static char err[512];
+
+struct sink {
+	struct chardev *cd;
+	struct mevent_loop *loop;
+	char got[64];
+	size_t ngot;
+	size_t want;
+	unsigned calls;
+};
+
+static void on_ready(void *arg)
+{
+	struct sink *s = arg;
+	size_t n;
+
+	s->calls++;
+	n = chardev_read(s->cd, s->got + s->ngot, sizeof(s->got) - 1 - s->ngot);
+	s->ngot += n;
+	s->got[s->ngot] = '\0';
+	if (s->ngot >= s->want || s->calls > 1000)
+		mevent_loop_stop(s->loop);
+}
+
+static int loop_setup(void **state)
+{
+	struct mevent_loop *loop = mevent_loop_create();
+
+	if (loop == NULL)
+		return -1;
+	*state = loop;
+	memset(err, 0, sizeof(err));
+	alarm(20); /* a hung event loop fails the run instead of blocking it */
+	return 0;
+}
+
+static int loop_teardown(void **state)
+{
+	alarm(0);
+	mevent_loop_free(*state);
+	return 0;
+}
+
+static struct chardev *open_spec(struct mevent_loop *loop, const char *spec, struct sink *s)
+{
+	memset(err, 'Z', sizeof(err) - 1);
+	err[sizeof(err) - 1] = '\0';
+	return chardev_open(spec, loop, on_ready, s, err, sizeof(err));
+}
+
+static void expect_open_error(struct mevent_loop *loop, const char *spec, const char *needle)
+{
+	struct sink s = {0};
+	struct chardev *cd = open_spec(loop, spec, &s);
+
+	if (cd != NULL) {
+		chardev_close(cd);
+		fail_msg("chardev_open('%s') succeeded", spec);
+	}
+	assert_true(err[0] != 'Z');
+	assert_contains(err, needle);
+	assert_null(strchr(err, '\n'));
+}
+
+static void test_bad_specs(void **state)
+{
+	struct mevent_loop *loop = *state;
+
+	expect_open_error(loop, "tcp=nope", "nope");
+	expect_open_error(loop, "tcp=nope", "tcp");
+	expect_open_error(loop, "tcp=1.2.3.4:99999", "1.2.3.4:99999");
+	expect_open_error(loop, "tcp=127.0.0.1:0", "127.0.0.1:0");
+	expect_open_error(loop, "tcp=127.0.0.1:-1", "127.0.0.1:-1");
+	expect_open_error(loop, "tcp=127.0.0.1:", "127.0.0.1:");
+	expect_open_error(loop, "tcp=127.0.0.1:80x", "80x");
+	expect_open_error(loop, "tcp=:4444", ":4444");
+	expect_open_error(loop, "tcp=", "tcp");
+	expect_open_error(loop, "tcp=300.1.1.1:4444", "300.1.1.1");
+	expect_open_error(loop,
+	                  "tcp=127.000000000000000000000000000000000000000000000000000000000000000"
+	                  "000.0.1:4444",
+	                  "tcp");
+	expect_open_error(loop, "bogus", "bogus");
+	expect_open_error(loop, "bogus", "back end");
+	expect_open_error(loop, "", "back end");
+	expect_open_error(loop, "stdio2", "stdio2");
+	expect_open_error(loop, "TCP=127.0.0.1:4444", "TCP=");
+	expect_open_error(loop, "dev/ttyS0", "dev/ttyS0");
+}
+
+static void test_missing_device(void **state)
+{
+	struct mevent_loop *loop = *state;
+	char *dir = unit_mkdtemp(), path[600];
+
+	if (dir == NULL) {
+		fail_msg("cannot make a temporary directory");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/no-such-tty", dir);
+	expect_open_error(loop, path, path);
+	/* A directory is not a character device either. */
+	expect_open_error(loop, dir, dir);
+	unit_rmtree(dir);
+	free(dir);
+	expect_open_error(loop, "/nonexistent/dev/ttyS9", "/nonexistent/dev/ttyS9");
+}
+
+static void test_dev_null(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+
+	/* /dev/null cannot be watched by epoll: accepted, output discarded. */
+	s.cd = open_spec(loop, "/dev/null", &s);
+	assert_non_null(s.cd);
+	chardev_write(s.cd, "discarded", 9);
+	chardev_pause_input(s.cd);
+	chardev_resume_input(s.cd);
+	chardev_close(s.cd);
+	chardev_close(NULL);
+}
+
+/* A back end epoll cannot watch: reads say "nothing" (EOF), repeatedly,
+ * without touching a missing event. */
+static void test_read_unwatchable(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char buf[8];
+
+	s.cd = open_spec(loop, "/dev/null", &s);
+	assert_non_null(s.cd);
+	assert_int_equal(chardev_read(s.cd, buf, sizeof(buf)), 0);
+	assert_int_equal(chardev_read(s.cd, buf, sizeof(buf)), 0);
+	assert_int_equal(chardev_read(s.cd, buf, 0), 0);
+	chardev_resume_input(s.cd); /* after EOF: stays off */
+	chardev_close(s.cd);
+}
+
+/* A regular file as input: its bytes arrive through `ready`, then EOF. */
+static void test_regular_file_input(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char *dir = unit_mkdtemp(), *file, buf[8];
+
+	if (dir == NULL) {
+		fail_msg("cannot make a temporary directory");
+		return;
+	}
+	file = unit_write_text(dir, "input.txt", "typed ahead");
+	assert_non_null(file);
+	s.loop = loop;
+	s.want = strlen("typed ahead");
+	s.cd = open_spec(loop, file, &s);
+	assert_non_null(s.cd);
+	assert_int_equal(mevent_loop_run(loop), 0);
+	assert_string_equal(s.got, "typed ahead");
+	assert_int_equal(chardev_read(s.cd, buf, sizeof(buf)), 0);
+	chardev_close(s.cd);
+	free(file);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* A free TCP port on 127.0.0.1 (racy, but fine on a test machine). */
+static int free_port(void)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	assert_true(fd >= 0);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	port = ntohs(sin.sin_port);
+	close(fd);
+	return port;
+}
+
+static int connect_to(int port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	return fd;
+}
+
+static void test_tcp_round_trip(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char spec[64], buf[64];
+	int port = free_port(), client;
+	ssize_t n;
+	size_t got = 0;
+
+	snprintf(spec, sizeof(spec), "tcp=127.0.0.1:%d", port);
+	s.loop = loop;
+	s.cd = open_spec(loop, spec, &s);
+	assert_non_null(s.cd);
+
+	/* Output before anyone connects is dropped, not queued or blocking. */
+	chardev_write(s.cd, "lost", 4);
+
+	client = connect_to(port);
+	assert_int_equal(write(client, "hello", 5), 5);
+	s.want = 5;
+	assert_int_equal(mevent_loop_run(loop), 0);
+	assert_string_equal(s.got, "hello");
+
+	/* Output reaches the client. */
+	chardev_write(s.cd, "world", 5);
+	while (got < 5) {
+		n = read(client, buf + got, sizeof(buf) - got);
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(buf, "world", 5);
+
+	close(client);
+	chardev_close(s.cd);
+}
+
+static void test_tcp_port_in_use(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	struct chardev *first;
+	char spec[64];
+	int port = free_port();
+
+	snprintf(spec, sizeof(spec), "tcp=127.0.0.1:%d", port);
+	first = open_spec(loop, spec, &s);
+	assert_non_null(first);
+	expect_open_error(loop, spec, "cannot listen");
+	chardev_close(first);
+	/* Free again once closed. */
+	first = open_spec(loop, spec, &s);
+	assert_non_null(first);
+	chardev_close(first);
+}
+
+static void test_tcp_second_client_refused(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char spec[64], c;
+	int port = free_port(), a, b;
+
+	snprintf(spec, sizeof(spec), "tcp=127.0.0.1:%d", port);
+	s.loop = loop;
+	s.cd = open_spec(loop, spec, &s);
+	assert_non_null(s.cd);
+	a = connect_to(port);
+	b = connect_to(port); /* queued in the backlog, accepted and closed */
+	assert_int_equal(write(a, "A", 1), 1);
+	assert_int_equal(write(b, "B", 1), 1);
+	s.want = 1;
+	assert_int_equal(mevent_loop_run(loop), 0);
+	assert_string_equal(s.got, "A");
+	/* Only the first client is heard and answered. */
+	chardev_write(s.cd, "x", 1);
+	assert_int_equal(read(a, &c, 1), 1);
+	assert_int_equal(c, 'x');
+	close(a);
+	close(b);
+	chardev_close(s.cd);
+}
+
+static void test_loop_basics(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct mevent *ev;
+	int fds[2];
+
+	(void)loop;
+	assert_int_equal(pipe(fds), 0);
+	/* A regular fd can be watched, paused and removed. */
+	ev = mevent_add(loop, fds[0], 0x001 /* EPOLLIN */, NULL, NULL);
+	assert_non_null(ev);
+	assert_int_equal(mevent_enable(ev, false), 0);
+	assert_int_equal(mevent_enable(ev, true), 0);
+	mevent_delete(ev);
+	mevent_delete(NULL);
+	/* Adding the same fd twice or a closed fd fails. */
+	ev = mevent_add(loop, fds[0], 0x001, NULL, NULL);
+	assert_non_null(ev);
+	assert_null(mevent_add(loop, fds[0], 0x001, NULL, NULL));
+	mevent_delete(ev);
+	close(fds[0]);
+	close(fds[1]);
+	assert_null(mevent_add(loop, fds[0], 0x001, NULL, NULL));
+	mevent_loop_free(NULL);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, loop_setup, loop_teardown)
+	const struct CMUnitTest tests[] = {
+	    T(test_bad_specs),          T(test_missing_device),
+	    T(test_dev_null),           T(test_read_unwatchable),
+	    T(test_regular_file_input), T(test_tcp_round_trip),
+	    T(test_tcp_port_in_use),    T(test_tcp_second_client_refused),
+	    T(test_loop_basics),
+	};
+#undef T
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,505 @@
+/* Unit tests for the command line (src/cmd/cli.h). */
+#include "unit.h"
+
+#include "cmd/cli.h"
+#include "lib/config.h"
+
+/* Files the tests point linux.kernel / bootrom / -k at. */
+static char *tmpdir, *kernel, *initrd, *rom, *vars, *conffile, *badconf;
+
+static char err[512];
+static struct unit_capture out;
+
+static int group_setup(void **state)
+{
+	(void)state;
+	tmpdir = unit_mkdtemp();
+	if (tmpdir == NULL)
+		return -1;
+	kernel = unit_write_text(tmpdir, "bzImage", "not really a kernel");
+	initrd = unit_write_text(tmpdir, "initrd.img", "initrd");
+	rom = unit_write_text(tmpdir, "rom.fd", "rom");
+	vars = unit_write_text(tmpdir, "vars.fd", "vars");
+	conffile = unit_write_text(tmpdir, "vm.conf", "# from -k\nmemory.size=1G\ncpus=2\n");
+	badconf = unit_write_text(tmpdir, "bad.conf", "memory.size=1G\nnot an assignment\n");
+	return (kernel && initrd && rom && vars && conffile && badconf) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	unit_rmtree(tmpdir);
+	free(tmpdir);
+	free(kernel);
+	free(initrd);
+	free(rom);
+	free(vars);
+	free(conffile);
+	free(badconf);
+	config_reset();
+	return 0;
+}
+
+static int test_setup(void **state)
+{
+	(void)state;
+	err[0] = '\0';
+	return unit_capture_open(&out) != NULL ? 0 : -1;
+}
+
+static int test_teardown(void **state)
+{
+	(void)state;
+	unit_capture_close(&out);
+	return 0;
+}
+
+/* cli_parse() over a NULL-terminated list of arguments (argv[0] added). */
+static enum cli_result run_v(const char *const *args)
+{
+	char *argv[64];
+	int argc = 0;
+	enum cli_result r;
+
+	argv[argc++] = strdup("khyve");
+	for (; *args != NULL; args++) {
+		assert_true(argc < 63);
+		argv[argc++] = strdup(*args);
+	}
+	argv[argc] = NULL;
+	memset(err, 'Z', sizeof(err) - 1); /* must be overwritten, not appended to */
+	err[sizeof(err) - 1] = '\0';
+	r = cli_parse(argc, argv, out.f, err, sizeof(err));
+	for (int i = 0; i < argc; i++)
+		free(argv[i]);
+	if (r != CLI_ERROR && err[0] == 'Z')
+		err[0] = '\0';
+	return r;
+}
+
+#define RUN(...) run_v((const char *const[]){__VA_ARGS__, NULL})
+
+/* A readable kernel, so validation passes. */
+#define KERNEL_OPT(buf) (snprintf(buf, sizeof(buf), "linux.kernel=%s", kernel), buf)
+
+static void expect_error(enum cli_result r, const char *needle)
+{
+	if (r != CLI_ERROR)
+		fail_msg("expected CLI_ERROR mentioning '%s', got %d", needle, (int)r);
+	assert_contains(err, needle);
+	assert_null(strchr(err, '\n'));
+}
+
+static void test_defaults(void **state)
+{
+	char k[600];
+	bool b;
+
+	(void)state;
+	assert_int_equal(RUN("-o", KERNEL_OPT(k), "vm0"), CLI_RUN);
+	assert_string_equal(err, "");
+	assert_string_equal(config_get("name"), "vm0");
+	assert_string_equal(config_get("memory.size"), "256M");
+	assert_int_equal(config_get_bool("acpi_tables", false, &b), 0);
+	assert_true(b);
+	assert_int_equal(config_get_bool("x86.strictmsr", false, &b), 0);
+	assert_true(b);
+	assert_null(config_get("cpus"));
+	assert_string_equal(config_get("linux.kernel"), kernel);
+	assert_int_equal(cli_validate(err, sizeof(err)), 0);
+	/* Nothing printed. */
+	assert_string_equal(unit_capture_text(&out), "");
+}
+
+static void test_flags(void **state)
+{
+	char k[600];
+	bool b;
+
+	(void)state;
+	assert_int_equal(
+	    RUN("-A", "-H", "-P", "-S", "-e", "-x", "-u", "-w", "-o", KERNEL_OPT(k), "vm"),
+	    CLI_RUN);
+	assert_int_equal(config_get_bool("x86.vmexit_on_hlt", false, &b), 0);
+	assert_true(b);
+	assert_int_equal(config_get_bool("x86.vmexit_on_pause", false, &b), 0);
+	assert_true(b);
+	assert_int_equal(config_get_bool("memory.wired", false, &b), 0);
+	assert_true(b);
+	assert_int_equal(config_get_bool("x86.strictio", false, &b), 0);
+	assert_true(b);
+	assert_int_equal(config_get_bool("x86.x2apic", false, &b), 0);
+	assert_true(b);
+	assert_int_equal(config_get_bool("rtc.use_localtime", true, &b), 0);
+	assert_false(b);
+	assert_int_equal(config_get_bool("x86.strictmsr", true, &b), 0);
+	assert_false(b);
+	/* Grouped flags. */
+	assert_int_equal(RUN("-uw", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_int_equal(config_get_bool("x86.strictmsr", true, &b), 0);
+	assert_false(b);
+	assert_int_equal(
+	    RUN("-U", "12345678-1234-1234-1234-123456789abc", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("uuid"), "12345678-1234-1234-1234-123456789abc");
+}
+
+static void test_reset_between_calls(void **state)
+{
+	char k[600];
+
+	(void)state;
+	assert_int_equal(RUN("-o", "custom.key=1", "-m", "1G", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("custom.key"), "1");
+	assert_int_equal(RUN("-o", KERNEL_OPT(k), "vm2"), CLI_RUN);
+	assert_null(config_get("custom.key"));
+	assert_string_equal(config_get("memory.size"), "256M");
+	assert_string_equal(config_get("name"), "vm2");
+}
+
+static void test_cpus(void **state)
+{
+	char k[600];
+
+	(void)state;
+	assert_int_equal(RUN("-c", "2", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("cpus"), "2");
+
+	assert_int_equal(RUN("-c", "cpus=4,sockets=2,cores=2", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("cpus"), "4");
+	assert_string_equal(config_get("sockets"), "2");
+	assert_string_equal(config_get("cores"), "2");
+	assert_null(config_get("threads"));
+
+	assert_int_equal(RUN("-c", "8,sockets=2,cores=2,threads=2", "-o", KERNEL_OPT(k), "vm"),
+	                 CLI_RUN);
+	/* Without cpus the topology decides. */
+	assert_int_equal(RUN("-c", "sockets=2,cores=3", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_int_equal(RUN("-c", "288", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_int_equal(RUN("-c", "maxcpus=4,cpus=2", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	/* Later -c wins. */
+	assert_int_equal(RUN("-c", "2", "-c", "3", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("cpus"), "3");
+}
+
+static void test_cpus_errors(void **state)
+{
+	char k[600];
+
+	(void)state;
+	expect_error(RUN("-c", "cpus=4,sockets=3", "-o", KERNEL_OPT(k), "vm"), "does not match");
+	/* bhyve: an unset sockets is cpus, so 2 cpus with 2 cores is 4 vCPUs. */
+	expect_error(RUN("-c", "2,cores=2", "-o", KERNEL_OPT(k), "vm"), "does not match");
+	expect_error(RUN("-c", "2,sockets=1", "-o", KERNEL_OPT(k), "vm"), "does not match");
+	expect_error(RUN("-c", "bogus=1", "-o", KERNEL_OPT(k), "vm"), "bogus");
+	expect_error(RUN("-c", "cpus=2,memory=3", "-o", KERNEL_OPT(k), "vm"), "memory");
+	expect_error(RUN("-c", "0", "-o", KERNEL_OPT(k), "vm"), "cpus");
+	expect_error(RUN("-c", "289", "-o", KERNEL_OPT(k), "vm"), "cpus");
+	expect_error(RUN("-c", "-1", "-o", KERNEL_OPT(k), "vm"), "cpus");
+	expect_error(RUN("-c", "two", "-o", KERNEL_OPT(k), "vm"), "two");
+	expect_error(RUN("-c", "cpus=", "-o", KERNEL_OPT(k), "vm"), "cpus");
+	expect_error(RUN("-c", "sockets=0", "-o", KERNEL_OPT(k), "vm"), "sockets");
+	expect_error(RUN("-c", "threads=x", "-o", KERNEL_OPT(k), "vm"), "threads");
+	expect_error(RUN("-c", "sockets=16,cores=16,threads=2", "-o", KERNEL_OPT(k), "vm"), "288");
+	expect_error(RUN("-c", "cores=200,threads=200", "-o", KERNEL_OPT(k), "vm"), "288");
+	/* A -c key must not be able to set arbitrary config keys. */
+	expect_error(RUN("-c", "name=evil", "-o", KERNEL_OPT(k), "vm"), "name");
+}
+
+static void test_memory(void **state)
+{
+	char k[600];
+
+	(void)state;
+	assert_int_equal(RUN("-m", "512", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("memory.size"), "512");
+	assert_int_equal(RUN("-m", "2G", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("memory.size"), "2G");
+	assert_int_equal(RUN("-m", "4096M", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_int_equal(RUN("-o", "memory.size=1G", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+
+	expect_error(RUN("-m", "12Q", "-o", KERNEL_OPT(k), "vm"), "12Q");
+	expect_error(RUN("-m", "0", "-o", KERNEL_OPT(k), "vm"), "memory size");
+	expect_error(RUN("-m", "1K", "-o", KERNEL_OPT(k), "vm"), "1K");
+	expect_error(RUN("-m", "", "-o", KERNEL_OPT(k), "vm"), "memory size");
+	expect_error(RUN("-m", "-5", "-o", KERNEL_OPT(k), "vm"), "memory size");
+	expect_error(RUN("-o", "memory.size=lots", "-o", KERNEL_OPT(k), "vm"), "lots");
+}
+
+static void test_lpc(void **state)
+{
+	char k[600], r[600], rv[1200];
+
+	(void)state;
+	assert_int_equal(
+	    RUN("-l", "com1,stdio", "-l", "com2,tcp=127.0.0.1:4444", "-o", KERNEL_OPT(k), "vm"),
+	    CLI_RUN);
+	assert_string_equal(config_get("lpc.com1.path"), "stdio");
+	assert_string_equal(config_get("lpc.com2.path"), "tcp=127.0.0.1:4444");
+
+	assert_int_equal(RUN("-l", "pc-testdev", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("lpc.pc-testdev"), "true");
+
+	snprintf(rv, sizeof(rv), "bootrom,%s,%s", rom, vars);
+	assert_int_equal(RUN("-l", rv, "vm"), CLI_RUN);
+	assert_string_equal(config_get("lpc.bootrom"), rom);
+	assert_string_equal(config_get("lpc.bootvars"), vars);
+	assert_null(config_get("linux.kernel"));
+
+	snprintf(r, sizeof(r), "bootrom,%s", rom);
+	assert_int_equal(RUN("-l", r, "vm"), CLI_RUN);
+	assert_string_equal(config_get("lpc.bootrom"), rom);
+	assert_null(config_get("lpc.bootvars"));
+
+	/* Parsing only (config.dump skips validation). */
+	assert_int_equal(RUN("-l", "bootrom,a,b", "-o", "config.dump=1", "vm"), CLI_DONE);
+	assert_string_equal(config_get("lpc.bootrom"), "a");
+	assert_string_equal(config_get("lpc.bootvars"), "b");
+
+	expect_error(RUN("-l", "com5,stdio", "-o", KERNEL_OPT(k), "vm"), "com5");
+	expect_error(RUN("-l", "com5", "-o", KERNEL_OPT(k), "vm"), "com5");
+	expect_error(RUN("-l", "com1", "-o", KERNEL_OPT(k), "vm"), "com1");
+	expect_error(RUN("-l", "nosuchdev", "-o", KERNEL_OPT(k), "vm"), "nosuchdev");
+	expect_error(RUN("-l", "", "-o", KERNEL_OPT(k), "vm"), "-l");
+	expect_error(RUN("-l", "bootrom", "vm"), "bootrom");
+}
+
+static void test_options(void **state)
+{
+	char k[600], kk[600];
+
+	(void)state;
+	assert_int_equal(
+	    RUN("-o", "a.b=c", "-o", "linux.cmdline=console=ttyS0", "-o", KERNEL_OPT(k), "vm"),
+	    CLI_RUN);
+	assert_string_equal(config_get("a.b"), "c");
+	assert_string_equal(config_get("linux.cmdline"), "console=ttyS0");
+
+	expect_error(RUN("-o", "bad", "-o", KERNEL_OPT(k), "vm"), "bad");
+	expect_error(RUN("-o", "=x", "-o", KERNEL_OPT(k), "vm"), "=x");
+	expect_error(RUN("-o", "a..b=1", "-o", KERNEL_OPT(k), "vm"), "a..b");
+	/* memory.size is a value; it cannot grow children. */
+	expect_error(RUN("-o", "memory.size.x=1", "-o", KERNEL_OPT(k), "vm"), "memory.size.x");
+
+	/* -k file, applied in order with -o. */
+	snprintf(kk, sizeof(kk), "%s", conffile);
+	assert_int_equal(RUN("-k", kk, "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("memory.size"), "1G");
+	assert_string_equal(config_get("cpus"), "2");
+	assert_int_equal(RUN("-k", kk, "-o", "cpus=3", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("cpus"), "3");
+	assert_int_equal(RUN("-o", "cpus=3", "-k", kk, "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("cpus"), "2");
+
+	/* Bad -k files: FILE:LINE or the missing file's name. */
+	snprintf(kk, sizeof(kk), "%s:2:", badconf);
+	expect_error(RUN("-k", badconf, "-o", KERNEL_OPT(k), "vm"), kk);
+	snprintf(kk, sizeof(kk), "%s/missing.conf", tmpdir);
+	expect_error(RUN("-k", kk, "-o", KERNEL_OPT(k), "vm"), kk);
+}
+
+static void test_usage_errors(void **state)
+{
+	char k[600];
+
+	(void)state;
+	expect_error(RUN("-Z", "vm"), "-Z");
+	expect_error(RUN("-Z", "vm"), "unknown option");
+	expect_error(RUN("-o", KERNEL_OPT(k)), "VM name");
+	expect_error(RUN("-o", KERNEL_OPT(k), "vm", "extra"), "extra");
+	/* Options after the name are not options (bhyve stops at the name). */
+	expect_error(RUN("-o", KERNEL_OPT(k), "vm", "-c", "2"), "-c");
+	/* Missing arguments. */
+	expect_error(RUN("vm", "-c"), "unexpected argument");
+	expect_error(RUN("-c"), "-c");
+	expect_error(RUN("-m"), "-m");
+	expect_error(RUN("-o"), "-o");
+	expect_error(RUN("-s"), "-s");
+	expect_error(RUN("-l"), "-l");
+	expect_error(RUN("-k"), "-k");
+	/* No arguments at all. */
+	expect_error(run_v((const char *const[]){NULL}), "VM name");
+	/* Nothing to boot. */
+	expect_error(RUN("vm"), "nothing to boot");
+}
+
+/*
+ * Regression: when the positional VM name cannot be stored (e.g. "-o name.x=1 vm"
+ * made "name" an inner node), cli_parse() returns CLI_ERROR with `err` left
+ * empty, so khyve exits 4 without saying why.  Fix: in cli_parse(), fill
+ * `err` when config_set("name", ...) fails, e.g. "cannot use 'vm' as the
+ * VM name: config key 'name' is already a node".
+ */
+static void test_name_conflict_has_message(void **state)
+{
+	char k[600];
+
+	(void)state;
+	assert_int_equal(RUN("-o", "name.x=1", "-o", KERNEL_OPT(k), "vm"), CLI_ERROR);
+	if (err[0] == '\0' || err[0] == 'Z')
+		fail_msg("CLI_ERROR without a message");
+}
+
+/*
+ * Regression: when a flag option (-A -H -P -S -e -u -w -x) cannot store its key
+ * (here "-o memory.wired.x=1" made memory.wired a node, so -S fails),
+ * cli_parse() falls back to snprintf("bad argument to -%c: '%s'", ch,
+ * optarg) with optarg == NULL: undefined behaviour that glibc prints as
+ * "(null)".  Fix: use a message without optarg for flags (or optarg ?
+ * optarg : ""), ideally naming the conflicting key.
+ */
+static void test_flag_error_message(void **state)
+{
+	char k[600];
+
+	(void)state;
+	assert_int_equal(RUN("-o", "memory.wired.x=1", "-S", "-o", KERNEL_OPT(k), "vm"), CLI_ERROR);
+	assert_true(err[0] != '\0');
+	assert_contains(err, "-S");
+	assert_not_contains(err, "(null)");
+}
+
+static void test_pci_slots(void **state)
+{
+	char k[600];
+
+	(void)state;
+	expect_error(RUN("-s", "3,no-such-emulation", "-o", KERNEL_OPT(k), "vm"),
+	             "no-such-emulation");
+	expect_error(RUN("-s", "32,hostbridge", "-o", KERNEL_OPT(k), "vm"), "32");
+	expect_error(RUN("-s", "3", "-o", KERNEL_OPT(k), "vm"), "-s");
+}
+
+static void test_dump(void **state)
+{
+	const char *text;
+
+	(void)state;
+	/* config.dump prints the tree and needs no boot method. */
+	assert_int_equal(
+	    RUN("-c", "2", "-m", "1G", "-l", "com1,stdio", "-o", "config.dump=1", "vm0"), CLI_DONE);
+	text = unit_capture_text(&out);
+	assert_contains(text, "memory.size=1G\n");
+	assert_contains(text, "cpus=2\n");
+	assert_contains(text, "lpc.com1.path=stdio\n");
+	assert_contains(text, "config.dump=1\n");
+	assert_contains(text, "name=vm0\n");
+	assert_contains(text, "acpi_tables=true\n");
+	/* The defaults come first, in the order they were set. */
+	assert_true(strncmp(text, "memory.size=1G\nacpi_tables=true\nx86.strictmsr=true\n", 50) ==
+	            0);
+	/* Every line is key=value. */
+	for (const char *p = text; *p != '\0';) {
+		const char *nl = strchr(p, '\n');
+
+		assert_non_null(nl);
+		assert_true(memchr(p, '=', (size_t)(nl - p)) != NULL);
+		p = nl + 1;
+	}
+
+	/* config.dump=false runs normally; a bad boolean is an error. */
+	assert_int_equal(RUN("-o", "config.dump=false", "-l", "com1,stdio", "vm0"), CLI_ERROR);
+	assert_contains(err, "nothing to boot");
+	expect_error(RUN("-o", "config.dump=perhaps", "vm0"), "config.dump");
+	/* The name is still required. */
+	expect_error(RUN("-o", "config.dump=1"), "VM name");
+}
+
+static void test_help(void **state)
+{
+	(void)state;
+	assert_int_equal(RUN("-h"), CLI_DONE);
+	assert_contains(unit_capture_text(&out), "Usage: khyve");
+	/* -h wins over what would be errors later on the line. */
+	assert_int_equal(RUN("-c", "2", "-h", "-Z"), CLI_DONE);
+	/* cli_usage on its own. */
+	struct unit_capture c;
+	assert_non_null(unit_capture_open(&c));
+	cli_usage(c.f);
+	assert_contains(unit_capture_text(&c), "-o key=value");
+	unit_capture_close(&c);
+}
+
+static void test_boot_validation(void **state)
+{
+	char k[600], m[600], i[600], b[600];
+
+	(void)state;
+	/* The missing kernel is named in the error. */
+	snprintf(m, sizeof(m), "linux.kernel=%s/no-such-bzImage", tmpdir);
+	expect_error(RUN("-o", m, "vm"), "no-such-bzImage");
+	expect_error(RUN("-o", m, "vm"), "linux.kernel");
+
+	/* Both ways to boot. */
+	snprintf(b, sizeof(b), "bootrom,%s", rom);
+	expect_error(RUN("-o", KERNEL_OPT(k), "-l", b, "vm"), "linux.kernel");
+	expect_error(RUN("-o", KERNEL_OPT(k), "-l", b, "vm"), "bootrom");
+
+	/* An initrd: readable is fine, missing is named. */
+	snprintf(i, sizeof(i), "linux.initrd=%s", initrd);
+	assert_int_equal(RUN("-o", KERNEL_OPT(k), "-o", i, "vm"), CLI_RUN);
+	snprintf(i, sizeof(i), "linux.initrd=%s/gone.img", tmpdir);
+	expect_error(RUN("-o", KERNEL_OPT(k), "-o", i, "vm"), "gone.img");
+
+	/* initrd / cmdline without a kernel. */
+	snprintf(i, sizeof(i), "linux.initrd=%s", initrd);
+	expect_error(RUN("-l", b, "-o", i, "vm"), "linux.kernel");
+	expect_error(RUN("-l", b, "-o", "linux.cmdline=quiet", "vm"), "linux.kernel");
+
+	/* A missing ROM is named. */
+	snprintf(b, sizeof(b), "bootrom,%s/no-rom.fd", tmpdir);
+	expect_error(RUN("-l", b, "vm"), "no-rom.fd");
+
+	/* The kernel path may come from an expansion. */
+	snprintf(m, sizeof(m), "dir=%s", tmpdir);
+	assert_int_equal(RUN("-o", m, "-o", "linux.kernel=%(dir)/bzImage", "vm"), CLI_RUN);
+}
+
+static void test_validate_direct(void **state)
+{
+	(void)state;
+	/* cli_validate on a tree built by hand. */
+	config_reset();
+	assert_int_equal(config_set("memory.size", "1G"), 0);
+	assert_int_equal(config_set("linux.kernel", kernel), 0);
+	assert_int_equal(cli_validate(err, sizeof(err)), 0);
+	config_unset("memory.size");
+	assert_int_equal(cli_validate(err, sizeof(err)), -1);
+	assert_contains(err, "memory");
+	assert_int_equal(config_set("memory.size", "1G"), 0);
+	assert_int_equal(config_set("cpus", "0"), 0);
+	assert_int_equal(cli_validate(err, sizeof(err)), -1);
+	assert_contains(err, "cpus");
+	assert_int_equal(config_set("cpus", "1"), 0);
+	/* A tiny error buffer: truncated, terminated, not overrun. */
+	char tiny[6];
+	config_unset("linux.kernel");
+	memset(tiny, 'Z', sizeof(tiny));
+	assert_int_equal(cli_validate(tiny, sizeof(tiny)), -1);
+	assert_int_equal(tiny[sizeof(tiny) - 1], '\0');
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
+	const struct CMUnitTest tests[] = {
+	    T(test_defaults),
+	    T(test_flags),
+	    T(test_reset_between_calls),
+	    T(test_cpus),
+	    T(test_cpus_errors),
+	    T(test_memory),
+	    T(test_lpc),
+	    T(test_options),
+	    T(test_usage_errors),
+	    T(test_name_conflict_has_message),
+	    T(test_flag_error_message),
+	    T(test_pci_slots),
+	    T(test_dump),
+	    T(test_help),
+	    T(test_boot_validation),
+	    T(test_validate_direct),
+	};
+#undef T
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
