@@ -12,6 +12,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CPPFLAGS := -D_GNU_SOURCE -Isrc
 CFLAGS   := -std=gnu11 $(WARN) $(OPT) -pthread -MMD -MP
 LDFLAGS  := -pthread
+LIBS     := $(shell $(PKG_CONFIG) --libs liburing 2>/dev/null || echo -luring)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 # `make V=1` shows the full commands.
@@ -45,11 +46,11 @@ all: $(BUILD)/bin/khyve
 
 $(BUILD)/bin/khyve: $(CORE_OBJ) $(KHYVE_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(@D)
-	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/san/bin/khyve: $(CORE_SAN_OBJ) $(KHYVE_SRC:%.c=$(BUILD)/san/obj/%.o)
 	@mkdir -p $(@D)
-	$(call say,LD,$@)$(CC) $(LDFLAGS) $(SAN) -o $@ $^
+	$(call say,LD,$@)$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(LIBS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -66,12 +67,12 @@ CMOCKA_LIBS   = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ)
 	@mkdir -p $(@D)
 	$(call say,TEST,$@)$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_OBJ) \
-		$(CMOCKA_LIBS) $(LDFLAGS)
+		$(CMOCKA_LIBS) $(LIBS) $(LDFLAGS)
 
 $(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ)
 	@mkdir -p $(@D)
 	$(call say,TEST-SAN,$@)$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) $(SAN) -O1 -o $@ $< \
-		$(CORE_SAN_OBJ) $(CMOCKA_LIBS) $(LDFLAGS)
+		$(CORE_SAN_OBJ) $(CMOCKA_LIBS) $(LIBS) $(LDFLAGS)
 
 # ---- tiny test guests: flat ROM images, no FPU/SSE ----
 $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.inc
@@ -82,7 +83,7 @@ $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.i
 
 # ---- the test suite ----
 check-deps:
-	@scripts/need-packages build-essential pkg-config libcmocka-dev acpica-tools \
+	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev acpica-tools \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
@@ -102,7 +103,8 @@ check: check-deps
 	@echo "make check: all tests passed"
 
 demo:
-	@scripts/need-packages build-essential qemu-system-x86 linux-image-amd64 busybox-static cpio
+	@scripts/need-packages build-essential pkg-config liburing-dev qemu-system-x86 \
+		linux-image-amd64 busybox-static cpio
 	@$(MAKE) --no-print-directory all
 	@scripts/demo
 

@@ -257,6 +257,60 @@ static void dsdt_device_io(struct aml *a, const char *name, const char *hid, uns
 	aml_close(a, dev);
 }
 
+/* _PRT: every slot's INTA-D on IOAPIC GSIs 16-23, swizzled by slot, the
+ * same rule as pci_slot_intx_gsi(). */
+static void dsdt_prt(struct aml *a)
+{
+	size_t prt;
+
+	aml_name_decl(a, "_PRT");
+	prt = aml_package(a, 32 * 4);
+	for (unsigned slot = 0; slot < 32; slot++) {
+		for (unsigned pin = 0; pin < 4; pin++) {
+			size_t e = aml_package(a, 4);
+
+			aml_integer(a, ((uint64_t)slot << 16) | 0xffff);
+			aml_integer(a, pin);
+			aml_integer(a, 0);
+			aml_integer(a, 16 + (slot + pin) % 8);
+			aml_close(a, e);
+		}
+	}
+	aml_close(a, prt);
+}
+
+static void dsdt_pci0(struct aml *a, const struct acpi_config *cfg)
+{
+	size_t dev = aml_device(a, "PCI0"), res;
+
+	aml_name_decl(a, "_HID");
+	aml_eisaid(a, "PNP0A08"); /* PCI Express root bridge */
+	aml_name_decl(a, "_CID");
+	aml_eisaid(a, "PNP0A03");
+	aml_name_decl(a, "_ADR");
+	aml_integer(a, 0);
+	aml_name_decl(a, "_UID");
+	aml_integer(a, 0);
+	aml_name_decl(a, "_BBN");
+	aml_integer(a, 0);
+	aml_name_decl(a, "_SEG");
+	aml_integer(a, 0);
+	aml_name_decl(a, "_CRS");
+	res = aml_resource_template(a);
+	aml_res_word_bus(a, 0, (uint16_t)((cfg->ecam_size >> 20) - 1));
+	aml_res_io(a, 0xcf8, 8);
+	aml_res_word_io(a, 0x0000, 0x0cf7);
+	aml_res_word_io(a, 0x0d00, (uint16_t)(cfg->io_end - 1));
+	aml_res_dword_mem(a, cfg->mmio32_base, cfg->mmio32_end - 1);
+	if (cfg->mmio64_size > 0)
+		aml_res_qword_mem(a, cfg->mmio64_base, cfg->mmio64_base + cfg->mmio64_size - 1);
+	aml_resource_end(a, res);
+	dsdt_prt(a);
+	if (cfg->pci_dsdt != NULL)
+		cfg->pci_dsdt(a, cfg->pci_dsdt_arg);
+	aml_close(a, dev);
+}
+
 static void dsdt_body(struct aml *a, const struct acpi_config *cfg)
 {
 	static const uint16_t com_port[4] = {0x3f8, 0x2f8, 0x3e8, 0x2e8};
@@ -273,6 +327,8 @@ static void dsdt_body(struct aml *a, const struct acpi_config *cfg)
 		dsdt_device_io(a, name, "PNP0501", i + 1, com_port[i], 8, com_irq[i]);
 	}
 	dsdt_device_io(a, "RTC", "PNP0B00", 0, 0x70, 2, 8);
+	if (cfg->ecam_size > 0)
+		dsdt_pci0(a, cfg);
 	aml_close(a, sb);
 
 	/* \_S5: SLP_TYP values for PM1a and PM1b, then two reserved. */
@@ -301,6 +357,21 @@ static size_t build_dsdt(struct tbuf *t, const struct acpi_config *cfg)
 		t->overflow = true;
 	}
 	aml_free(&a);
+	return off;
+}
+
+/* MCFG (PCI Firmware 3.2 section 4.1.2): one ECAM range for segment 0. */
+static size_t build_mcfg(struct tbuf *t, const struct acpi_config *cfg)
+{
+	const uint32_t len = 36 + 8 + 16;
+	size_t off = alloc(t, len, 16);
+
+	put(t, off + 44, cfg->ecam_base, 8);
+	put(t, off + 52, 0, 2);                                     /* segment */
+	put(t, off + 54, 0, 1);                                     /* first bus */
+	put(t, off + 55, (cfg->ecam_size >> 20) - 1, 1);            /* last bus */
+	header(t, off, "MCFG", len, 1);
+	finish(t, off, len);
 	return off;
 }
 
@@ -334,7 +405,8 @@ static void build_rsdp(struct tbuf *t, size_t off, size_t rsdt, size_t xsdt)
 size_t acpi_build(uint8_t *buf, size_t cap, uint64_t base, const struct acpi_config *cfg)
 {
 	struct tbuf t = {buf, cap, 0, base, false};
-	size_t rsdp, facs, dsdt, fadt, madt, rsdt, xsdt, tables[2];
+	size_t rsdp, facs, dsdt, fadt, madt, rsdt, xsdt, tables[3];
+	unsigned ntables = 2;
 
 	if (cfg->ncpus == 0 || cfg->ncpus > ACPI_MAX_CPUS)
 		return 0;
@@ -345,8 +417,10 @@ size_t acpi_build(uint8_t *buf, size_t cap, uint64_t base, const struct acpi_con
 	madt = build_madt(&t, cfg);
 	tables[0] = fadt;
 	tables[1] = madt;
-	rsdt = build_xsdt(&t, tables, 2, false);
-	xsdt = build_xsdt(&t, tables, 2, true);
+	if (cfg->ecam_size > 0)
+		tables[ntables++] = build_mcfg(&t, cfg);
+	rsdt = build_xsdt(&t, tables, ntables, false);
+	xsdt = build_xsdt(&t, tables, ntables, true);
 	build_rsdp(&t, rsdp, rsdt, xsdt);
 	return t.overflow ? 0 : t.len;
 }

@@ -16,10 +16,20 @@
 
 #define ACPI_MAX_CPUS 288
 
+struct aml;
+
 struct acpi_config {
 	unsigned ncpus;
 	uint32_t apic_id[ACPI_MAX_CPUS]; /* per vCPU, in vCPU order */
 	bool com[4];                     /* COM1..COM4 present */
+	/* The PCI root bridge \_SB.PCI0 and the MCFG table. */
+	uint64_t ecam_base, ecam_size;   /* guest-physical; size 0: no PCI */
+	uint32_t mmio32_base, mmio32_end; /* [base, end) */
+	uint64_t mmio64_base, mmio64_size;
+	uint16_t io_base, io_end;         /* [base, end) */
+	/* Optional: more AML inside PCI0 (device-specific objects). */
+	void (*pci_dsdt)(struct aml *a, void *arg);
+	void *pci_dsdt_arg;
 };
 
 /*

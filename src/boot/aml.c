@@ -281,6 +281,51 @@ void aml_res_mem32_fixed(struct aml *a, uint32_t base, uint32_t len, bool writab
 	aml_le(a, len, 4);
 }
 
+#define RES_DWORD_ADDR 0x87
+#define RES_WORD_ADDR  0x88
+#define RES_QWORD_ADDR 0x8a
+#define ADDR_TYPE_MEM  0
+#define ADDR_TYPE_IO   1
+#define ADDR_TYPE_BUS  2
+#define ADDR_FLAGS_FIXED_PRODUCER 0x0c /* min and max fixed, produced */
+
+/* One address space descriptor with fields of `w` bytes each:
+ * granularity, min, max, translation offset, length. */
+static void res_addr(struct aml *a, uint8_t tag, unsigned w, uint8_t type, uint8_t tflags,
+		     uint64_t min, uint64_t max)
+{
+	aml_byte(a, tag);
+	aml_le(a, 3 + 5 * w, 2);
+	aml_byte(a, type);
+	aml_byte(a, ADDR_FLAGS_FIXED_PRODUCER);
+	aml_byte(a, tflags);
+	aml_le(a, 0, w); /* granularity */
+	aml_le(a, min, w);
+	aml_le(a, max, w);
+	aml_le(a, 0, w); /* translation */
+	aml_le(a, max - min + 1, w);
+}
+
+void aml_res_word_bus(struct aml *a, uint16_t min, uint16_t max)
+{
+	res_addr(a, RES_WORD_ADDR, 2, ADDR_TYPE_BUS, 0, min, max);
+}
+
+void aml_res_word_io(struct aml *a, uint16_t min, uint16_t max)
+{
+	res_addr(a, RES_WORD_ADDR, 2, ADDR_TYPE_IO, 0x03 /* entire range */, min, max);
+}
+
+void aml_res_dword_mem(struct aml *a, uint32_t min, uint32_t max)
+{
+	res_addr(a, RES_DWORD_ADDR, 4, ADDR_TYPE_MEM, 0x01 /* read-write */, min, max);
+}
+
+void aml_res_qword_mem(struct aml *a, uint64_t min, uint64_t max)
+{
+	res_addr(a, RES_QWORD_ADDR, 8, ADDR_TYPE_MEM, 0x01, min, max);
+}
+
 void aml_resource_end(struct aml *a, size_t mark)
 {
 	size_t size_at = mark + PKGLEN_RESERVE + 1; /* after the DWord prefix */

@@ -62,6 +62,12 @@ size_t aml_resource_template(struct aml *a);
 void aml_res_io(struct aml *a, uint16_t base, uint8_t len);
 void aml_res_irq(struct aml *a, uint8_t irq);
 void aml_res_mem32_fixed(struct aml *a, uint32_t base, uint32_t len, bool writable);
+/* Address space descriptors a root bridge produces (ACPI 6.4 6.4.3.5):
+ * WordBusNumber, WordIO, DWordMemory, QWordMemory over [min, max]. */
+void aml_res_word_bus(struct aml *a, uint16_t min, uint16_t max);
+void aml_res_word_io(struct aml *a, uint16_t min, uint16_t max);
+void aml_res_dword_mem(struct aml *a, uint32_t min, uint32_t max);
+void aml_res_qword_mem(struct aml *a, uint64_t min, uint64_t max);
 void aml_resource_end(struct aml *a, size_t mark);
 
 #endif

@@ -10,7 +10,9 @@
 #define KHYVE_PCI_SLOT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+struct aml;
 struct config_node;
 struct machine;
 struct pci_func;
@@ -21,9 +23,29 @@ struct pci_devemu {
 	 * key=value parsing.  0, or -1 with `err` filled. */
 	int (*legacy_config)(struct config_node *node, const char *conf, char *err,
 			     size_t errlen);
-	/* Create the function from its config node; 0, or -1 with `err`. */
+	/* Create the function from its config node: set IDs, BARs,
+	 * capabilities, state.  0, or -1 with `err`. */
 	int (*init)(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
 		    size_t errlen);
+	/* Guest access to the emulation's own BAR `bar` at `offset` bytes;
+	 * `size` is 1, 2, 4 or 8.  NULL when the function has no such BARs. */
+	uint64_t (*bar_read)(struct pci_func *f, int bar, uint64_t offset, unsigned size);
+	void (*bar_write)(struct pci_func *f, int bar, uint64_t offset, unsigned size,
+			  uint64_t val);
+	/* Optional: take over a config access; return 0 when handled, -1
+	 * for the generic behaviour. */
+	int (*cfg_read)(struct pci_func *f, unsigned off, unsigned size, uint32_t *val);
+	int (*cfg_write)(struct pci_func *f, unsigned off, unsigned size, uint32_t val);
+	/* Optional: MSI/MSI-X was enabled, disabled, masked or reprogrammed,
+	 * so pci_msix_irqfd() may give a different answer. */
+	void (*vector_changed)(struct pci_func *f);
+	/* Optional: BAR `bar` was mapped, unmapped or moved (the guest
+	 * reprogrammed it or toggled decoding); called with the function's
+	 * config lock held. */
+	void (*bar_moved)(struct pci_func *f, int bar);
+	/* Optional: add AML for the function inside \_SB.PCI0 (bhyve's
+	 * pe_write_dsdt). */
+	void (*write_dsdt)(struct pci_func *f, struct aml *a);
 };
 
 #define PCI_DEVEMU(id)                                                                             \

@@ -1,5 +1,6 @@
 #include "core/machine.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -25,6 +26,21 @@ void machine_request_exit(struct machine *m, int code)
 int machine_irq_line(struct machine *m, unsigned gsi, int level)
 {
 	return vm_irq_line(&m->vm, gsi, level);
+}
+
+void machine_intx_level(struct machine *m, unsigned gsi, bool asserted)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static unsigned count[IOAPIC_NPINS];
+
+	if (gsi >= IOAPIC_NPINS)
+		return;
+	pthread_mutex_lock(&lock);
+	if (asserted && count[gsi]++ == 0)
+		vm_irq_line(&m->vm, gsi, 1);
+	else if (!asserted && count[gsi] > 0 && --count[gsi] == 0)
+		vm_irq_line(&m->vm, gsi, 0);
+	pthread_mutex_unlock(&lock);
 }
 
 int machine_register_pio(struct machine *m, uint16_t port, uint16_t len, iobus_handler_t fn,

@@ -41,6 +41,11 @@ void machine_request_exit(struct machine *m, int code);
 /* Set interrupt line `gsi` to `level` (see vm_irq_line). */
 int machine_irq_line(struct machine *m, unsigned gsi, int level);
 
+/* A level-triggered line shared by several sources (PCI INTx): the line is
+ * high while any source asserts it.  Each source calls this only on
+ * changes of its own level. */
+void machine_intx_level(struct machine *m, unsigned gsi, bool asserted);
+
 /* Register a handler for `len` ports from `port` / for MMIO [gpa, gpa+len). */
 int machine_register_pio(struct machine *m, uint16_t port, uint16_t len, iobus_handler_t fn,
 			 void *arg, const char *name);

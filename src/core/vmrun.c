@@ -14,6 +14,7 @@
 #include "boot/bootrom.h"
 #include "boot/e820.h"
 #include "boot/linux.h"
+#include "bus/pci.h"
 #include "core/machine.h"
 #include "core/mevent.h"
 #include "core/vcpu_loop.h"
@@ -98,6 +99,14 @@ static void fill_acpi_config(struct machine *m, struct acpi_config *cfg)
 		snprintf(key, sizeof(key), "lpc.com%u.path", i + 1);
 		cfg->com[i] = config_get(key) != NULL;
 	}
+	cfg->ecam_base = PCI_ECAM_GPA;
+	cfg->ecam_size = PCI_ECAM_SIZE;
+	cfg->mmio32_base = PCI_MMIO32_BASE;
+	cfg->mmio32_end = PCI_MMIO32_END;
+	cfg->io_base = PCI_IO_BASE;
+	cfg->io_end = 0xffff;
+	pci_mmio64_window(&cfg->mmio64_base, &cfg->mmio64_size);
+	cfg->pci_dsdt = pci_write_dsdt;
 }
 
 /* ACPI tables at ACPI_TABLES_GPA; returns the RSDP's address or 0. */
@@ -129,7 +138,8 @@ static int boot_linux(struct machine *m, struct boot_cpu_state *cpu, char *err, 
 	struct e820_map map;
 	uint64_t rsdp;
 
-	if (e820_build_default(&map, m->vm.mem.lowmem_size, m->vm.mem.highmem_size) < 0) {
+	if (e820_build_default(&map, m->vm.mem.lowmem_size, m->vm.mem.highmem_size) < 0 ||
+	    e820_add(&map, PCI_ECAM_GPA, PCI_ECAM_SIZE, E820_RESERVED) < 0) {
 		snprintf(err, errlen, "cannot build the e820 map");
 		return -1;
 	}
@@ -197,7 +207,7 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 	iobus_init(&m->pio, "port");
 	iobus_init(&m->mmio, "mmio");
 	if (setup_loop(m, err, errlen) < 0 || lpc_init_devices(m, err, errlen) < 0 ||
-	    setup_boot(m, &cpu, err, errlen) < 0)
+	    pci_init(m, err, errlen) < 0 || setup_boot(m, &cpu, err, errlen) < 0)
 		return -1;
 	if (register_rom_sinks(m) < 0 || vm_create_vcpus(&m->vm, err, errlen) < 0)
 		return -1;

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "vmm/irq.h"
 #include "vmm/vcpu.h"
 
 #define KVM_CPUID_MAX_ENTRIES 512
@@ -115,7 +116,7 @@ static int vm_create_irqchip(struct vm *vm)
 	if (ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0 ||
 	    ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)KVM_TSS_GPA) < 0 ||
 	    ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0 ||
-	    ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
+	    ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0 || irq_routing_init(vm) < 0)
 		return -1;
 	return 0;
 }
@@ -261,6 +262,18 @@ int vm_irq_line(struct vm *vm, uint32_t gsi, int level)
 	struct kvm_irq_level irq = {.irq = gsi, .level = (uint32_t)level};
 
 	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
+}
+
+int vm_ioeventfd(struct vm *vm, uint64_t gpa, unsigned len, int fd, bool assign)
+{
+	struct kvm_ioeventfd io = {
+		.addr = gpa,
+		.len = len,
+		.fd = fd,
+		.flags = assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN,
+	};
+
+	return ioctl(vm->vm_fd, KVM_IOEVENTFD, &io);
 }
 
 bool kvm_available(void)

@@ -65,6 +65,11 @@ int vm_create_vcpus(struct vm *vm, char *err, size_t errlen);
  * to `level`.  Edge-triggered sources pulse 1 then 0.  Thread-safe. */
 int vm_irq_line(struct vm *vm, uint32_t gsi, int level);
 
+/* Make a guest write of `len` bytes (2 or 4; 0 = any, where supported) to
+ * MMIO `gpa` signal eventfd `fd` inside KVM, without an exit
+ * (KVM_IOEVENTFD); `assign` false removes it.  0 or -1. */
+int vm_ioeventfd(struct vm *vm, uint64_t gpa, unsigned len, int fd, bool assign);
+
 /* True when /dev/kvm can be opened and a VM created (used by tests). */
 bool kvm_available(void);
 

@@ -1,0 +1,101 @@
+/*
+ * Block back end for disk devices (bhyve: block_if.c), asynchronous on
+ * io_uring (liburing) with a thread-pool fallback where io_uring is not
+ * available (or KHYVE_BLOCK_ENGINE=threads).
+ *
+ * Options follow bhyve's block device syntax:
+ * path[,nocache][,direct|sync][,ro][,sectorsize=L[/P]][,nodelete]:
+ * nocache opens with O_DIRECT, sync/direct with O_SYNC.
+ *
+ * Each submitting thread owns a struct blockif_ctx (its own ring).  A flush
+ * completes only after fdatasync(2) of the image succeeded and after every
+ * request submitted before it on that context completed.
+ */
+#ifndef KHYVE_BLOCKIF_H
+#define KHYVE_BLOCKIF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct config_node;
+
+struct blockif_opts {
+	bool ro;
+	bool nocache;  /* O_DIRECT */
+	bool sync;     /* O_SYNC ("sync" or "direct") */
+	bool nodelete; /* refuse DISCARD */
+	uint32_t sectsz;  /* logical sector size in bytes; 0 = from the device/512 */
+	uint32_t psectsz; /* physical sector size; 0 = logical */
+};
+
+/*
+ * Read the block options below `node` (keys path, ro, nocache, direct,
+ * sync, nodelete, sectorsize) into `o` and *path.  0, or -1 with `err`.
+ */
+int blockif_parse_config(struct config_node *node, const char **path, struct blockif_opts *o,
+			 char *err, size_t errlen);
+
+/* Split "path,opt,opt=v" (a -s conf string) into config keys below `node`:
+ * the first item is the path; the rest as key[=value]. */
+int blockif_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen);
+
+struct blockif;
+
+struct blockif *blockif_open(const char *path, const struct blockif_opts *o, char *err,
+			     size_t errlen);
+void blockif_close(struct blockif *bi);
+
+uint64_t blockif_size(const struct blockif *bi);  /* bytes */
+uint32_t blockif_sectsz(const struct blockif *bi);  /* logical sector, bytes */
+uint32_t blockif_psectsz(const struct blockif *bi); /* physical sector, bytes */
+bool blockif_is_ro(const struct blockif *bi);
+bool blockif_can_discard(const struct blockif *bi);
+
+enum blockif_op {
+	BLOCKIF_READ,
+	BLOCKIF_WRITE,
+	BLOCKIF_FLUSH,
+	BLOCKIF_DISCARD,      /* punch a hole: [offset, offset+len) */
+	BLOCKIF_WRITE_ZEROES, /* zero [offset, offset+len); unmap when allowed */
+};
+
+/* One request.  The back end may adjust iov/iovcnt while retrying short
+ * transfers; everything else is the caller's. */
+struct blockif_req {
+	enum blockif_op op;
+	uint64_t offset; /* bytes into the image */
+	uint64_t len;    /* DISCARD/WRITE_ZEROES: bytes */
+	struct iovec *iov;
+	unsigned iovcnt;
+	bool unmap;      /* WRITE_ZEROES may deallocate */
+	int result;      /* on completion: 0, or -errno */
+	/* private */
+	uint64_t done;
+	uint64_t seq;
+	struct blockif_req *next;
+};
+
+struct blockif_ctx;
+
+/* A context for up to `depth` requests in flight; NULL with `err`. */
+struct blockif_ctx *blockif_ctx_create(struct blockif *bi, unsigned depth, char *err,
+				       size_t errlen);
+void blockif_ctx_destroy(struct blockif_ctx *ctx);
+
+/* An fd that polls readable when completions may be waiting. */
+int blockif_ctx_fd(struct blockif_ctx *ctx);
+
+/* Queue `req` (at most `depth` outstanding); sent by blockif_submit(). */
+void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req);
+void blockif_submit(struct blockif_ctx *ctx);
+
+/* Move up to `max` finished requests to `out`; returns how many.  Clears
+ * the readiness of blockif_ctx_fd() when it returns fewer than `max`. */
+unsigned blockif_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max);
+
+/* Name of the engine in use: "io_uring" or "threads". */
+const char *blockif_ctx_engine(const struct blockif_ctx *ctx);
+
+#endif

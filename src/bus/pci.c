@@ -1,0 +1,907 @@
+#include "bus/pci.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/machine.h"
+#include "lib/config.h"
+#include "lib/log.h"
+#include "lib/parse.h"
+#include "vmm/irq.h"
+
+#define PCI_MAX_FUNCS 256
+#define CF8_PORT      0xcf8
+#define CFC_PORT      0xcfc
+#define CF8_ENABLE    0x80000000u
+
+#define MSI_CTRL_ENABLE 0x0001
+#define MSI_CTRL_64BIT  0x0080
+#define MSIX_CTRL_FMASK 0x4000
+#define MSIX_CTRL_ENABLE 0x8000
+#define MSIX_ENTRY_SIZE 16
+#define MSIX_VEC_MASKED 0x1
+
+static struct pci_func *funcs[PCI_MAX_FUNCS];
+static unsigned nfuncs;
+static struct machine *pci_machine;
+static pthread_mutex_t cf8_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t cf8;
+static uint64_t io_next = PCI_IO_BASE;
+static uint64_t mmio32_next = PCI_MMIO32_BASE;
+static uint64_t mmio64_base, mmio64_next, mmio64_end;
+static struct ratelimit pci_rl = RATELIMIT_INIT;
+
+/* ---- config space primitives ---- */
+
+uint32_t pci_get_cfg(const struct pci_func *f, unsigned off, unsigned size)
+{
+	uint32_t v = 0;
+
+	if (off >= PCI_CFG_SIZE || size > 4 || off + size > PCI_CFG_SIZE)
+		return 0xffffffffu;
+	for (unsigned i = 0; i < size; i++)
+		v |= (uint32_t)f->cfg[off + i] << (8 * i);
+	return v;
+}
+
+void pci_set_cfg(struct pci_func *f, unsigned off, unsigned size, uint32_t val)
+{
+	if (off >= PCI_CFG_SIZE || size > 4 || off + size > PCI_CFG_SIZE)
+		return;
+	for (unsigned i = 0; i < size; i++)
+		f->cfg[off + i] = (uint8_t)(val >> (8 * i));
+}
+
+void pci_set_ids(struct pci_func *f, uint16_t vendor, uint16_t device, uint8_t class,
+		 uint8_t subclass, uint8_t progif, uint8_t rev)
+{
+	pci_set_cfg(f, PCIR_VENDOR, 2, vendor);
+	pci_set_cfg(f, PCIR_DEVICE, 2, device);
+	pci_set_cfg(f, PCIR_CLASS, 1, class);
+	pci_set_cfg(f, PCIR_SUBCLASS, 1, subclass);
+	pci_set_cfg(f, PCIR_PROGIF, 1, progif);
+	pci_set_cfg(f, PCIR_REVID, 1, rev);
+}
+
+static uint64_t roundup_pow2(uint64_t v)
+{
+	uint64_t p = 1;
+
+	while (p < v && p != 0)
+		p <<= 1;
+	return p;
+}
+
+/* ---- BAR placement and mapping ---- */
+
+static int window_alloc(uint64_t *next, uint64_t end, uint64_t size, uint64_t *addr)
+{
+	uint64_t a = (*next + size - 1) & ~(size - 1);
+
+	if (a < *next || a + size > end || a + size < a)
+		return -1;
+	*addr = a;
+	*next = a + size;
+	return 0;
+}
+
+static uint32_t bar_type_bits(const struct pci_bar *b)
+{
+	switch (b->type) {
+	case PCI_BAR_IO:
+		return 0x1;
+	case PCI_BAR_MEM64:
+		return 0x4 | (b->prefetch ? 0x8 : 0);
+	case PCI_BAR_MEM32:
+		return b->prefetch ? 0x8 : 0;
+	default:
+		return 0;
+	}
+}
+
+static void bar_store_register(struct pci_func *f, int idx)
+{
+	const struct pci_bar *b = &f->bar[idx];
+
+	if (idx == PCI_ROM_BAR) {
+		uint32_t en = pci_get_cfg(f, PCIR_ROM, 4) & 1;
+
+		pci_set_cfg(f, PCIR_ROM, 4, (uint32_t)b->addr | en);
+		return;
+	}
+	pci_set_cfg(f, PCIR_BAR0 + 4 * idx, 4, (uint32_t)b->addr | bar_type_bits(b));
+	if (b->type == PCI_BAR_MEM64)
+		pci_set_cfg(f, PCIR_BAR0 + 4 * (idx + 1), 4, (uint32_t)(b->addr >> 32));
+}
+
+int pci_alloc_bar(struct pci_func *f, int idx, enum pci_bar_type type, uint64_t size)
+{
+	struct pci_bar *b;
+	int rc;
+
+	if (idx < 0 || idx >= PCI_NBARS || (type == PCI_BAR_MEM64 && idx == PCI_NBARS - 1) ||
+	    f->bar[idx].type != PCI_BAR_NONE)
+		return -1;
+	b = &f->bar[idx];
+	size = roundup_pow2(size < (type == PCI_BAR_IO ? 4 : 16) ? (type == PCI_BAR_IO ? 4 : 16)
+								 : size);
+	if (type == PCI_BAR_IO)
+		rc = window_alloc(&io_next, PCI_IO_END, size, &b->addr);
+	else if (type == PCI_BAR_MEM32)
+		rc = window_alloc(&mmio32_next, PCI_MMIO32_END, size, &b->addr);
+	else if (type == PCI_BAR_MEM64)
+		rc = window_alloc(&mmio64_next, mmio64_end, size, &b->addr);
+	else
+		return -1;
+	if (rc < 0)
+		return -1;
+	b->type = type;
+	b->size = size;
+	b->prefetch = type == PCI_BAR_MEM64;
+	bar_store_register(f, idx);
+	return 0;
+}
+
+int pci_alloc_rom(struct pci_func *f, const uint8_t *rom, uint64_t len)
+{
+	struct pci_bar *b = &f->bar[PCI_ROM_BAR];
+	uint8_t *copy;
+	uint64_t size = roundup_pow2(len < 2048 ? 2048 : len);
+
+	copy = calloc(1, size);
+	if (copy == NULL || window_alloc(&mmio32_next, PCI_MMIO32_END, size, &b->addr) < 0) {
+		free(copy);
+		return -1;
+	}
+	memcpy(copy, rom, len);
+	b->type = PCI_BAR_ROM;
+	b->size = size;
+	b->rom = copy;
+	bar_store_register(f, PCI_ROM_BAR);
+	return 0;
+}
+
+static uint64_t bar_access_read(struct pci_func *f, struct pci_bar *b, uint64_t off, unsigned size);
+static void bar_access_write(struct pci_func *f, struct pci_bar *b, uint64_t off, unsigned size,
+			     uint64_t val);
+
+static int bar_handler(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
+{
+	struct pci_bar *b = arg;
+
+	if (offset >= b->size || size > b->size - offset)
+		return -1;
+	if (is_write)
+		bar_access_write(b->owner, b, offset, size, *val);
+	else
+		*val = bar_access_read(b->owner, b, offset, size);
+	return 0;
+}
+
+static bool bar_decoding(const struct pci_func *f, const struct pci_bar *b)
+{
+	uint16_t cmd = (uint16_t)pci_get_cfg(f, PCIR_COMMAND, 2);
+
+	if (b->type == PCI_BAR_IO)
+		return cmd & PCIM_CMD_IO;
+	if (b->type == PCI_BAR_ROM)
+		return (cmd & PCIM_CMD_MEM) && (pci_get_cfg(f, PCIR_ROM, 4) & 1);
+	return b->type != PCI_BAR_NONE && (cmd & PCIM_CMD_MEM);
+}
+
+static void bar_unmap(struct pci_func *f, struct pci_bar *b)
+{
+	if (!b->mapped)
+		return;
+	iobus_unregister(b->type == PCI_BAR_IO ? &f->m->pio : &f->m->mmio, b->addr);
+	b->mapped = false;
+	if (f->de->bar_moved != NULL)
+		f->de->bar_moved(f, b->idx);
+}
+
+/* Register the BAR at its current address if decoding is on.  An address
+ * the guest chose that collides with another range stays unmapped. */
+static void bar_map(struct pci_func *f, struct pci_bar *b)
+{
+	struct iobus *bus = b->type == PCI_BAR_IO ? &f->m->pio : &f->m->mmio;
+
+	if (b->mapped || !bar_decoding(f, b) || b->addr == 0)
+		return;
+	if (b->type == PCI_BAR_IO && b->addr + b->size > PCI_IO_END)
+		return;
+	if (iobus_register(bus, b->addr, b->size, bar_handler, b, "pci-bar") == 0) {
+		b->mapped = true;
+		if (f->de->bar_moved != NULL)
+			f->de->bar_moved(f, b->idx);
+	} else
+		log_ratelimited(&pci_rl, LOG_DEBUG, "%02x:%02x.%x BAR%d at 0x%llx overlaps; not mapped",
+				f->bus, f->slot, f->func, b->idx, (unsigned long long)b->addr);
+}
+
+static void bars_update(struct pci_func *f)
+{
+	for (int i = 0; i <= PCI_ROM_BAR; i++) {
+		struct pci_bar *b = &f->bar[i];
+
+		if (b->type == PCI_BAR_NONE)
+			continue;
+		if (bar_decoding(f, b))
+			bar_map(f, b);
+		else
+			bar_unmap(f, b);
+	}
+}
+
+/* A 32-bit write to BAR register `idx` (already merged from narrower writes):
+ * keep only the address bits the BAR's size allows, which is also how
+ * sizing (writing all ones) reads back the size. */
+static void bar_register_write(struct pci_func *f, int idx, uint32_t val)
+{
+	struct pci_bar *b = &f->bar[idx];
+	uint64_t addr;
+
+	if (b->type == PCI_BAR_NONE) {
+		struct pci_bar *lo = idx > 0 ? &f->bar[idx - 1] : NULL;
+
+		if (lo == NULL || lo->type != PCI_BAR_MEM64)
+			return; /* unimplemented BAR: reads as 0 */
+		addr = ((uint64_t)val << 32) | (lo->addr & 0xffffffffull);
+		addr &= ~(lo->size - 1);
+		b = lo;
+	} else if (b->type == PCI_BAR_IO) {
+		addr = (val & ~(uint32_t)(b->size - 1)) & 0xfffcu;
+	} else {
+		addr = (b->addr & ~0xffffffffull) | (val & ~(uint32_t)(b->size - 1) & ~0xfu);
+		if (b->type == PCI_BAR_MEM32)
+			addr &= 0xffffffffull;
+	}
+	if (addr != b->addr) {
+		bar_unmap(f, b);
+		b->addr = addr;
+		bar_store_register(f, b->idx);
+		bar_map(f, b);
+	} else {
+		bar_store_register(f, b->idx);
+	}
+}
+
+static void rom_register_write(struct pci_func *f, uint32_t val)
+{
+	struct pci_bar *b = &f->bar[PCI_ROM_BAR];
+
+	if (b->type != PCI_BAR_ROM)
+		return;
+	bar_unmap(f, b);
+	b->addr = val & ~(uint32_t)(b->size - 1) & 0xfffff800u;
+	pci_set_cfg(f, PCIR_ROM, 4, (uint32_t)b->addr | (val & 1));
+	bar_map(f, b);
+}
+
+/* ---- capabilities ---- */
+
+uint8_t pci_add_cap(struct pci_func *f, const uint8_t *cap, unsigned len)
+{
+	uint8_t off = f->cap_end ? f->cap_end : 0x40;
+	uint8_t ptr;
+
+	if (len < 2 || off + len > 256)
+		return 0;
+	memcpy(&f->cfg[off], cap, len);
+	f->cfg[off + 1] = 0;
+	/* Link it at the end of the list. */
+	if (!(pci_get_cfg(f, PCIR_STATUS, 2) & PCIM_STATUS_CAPS)) {
+		f->cfg[PCIR_CAP_PTR] = off;
+		pci_set_cfg(f, PCIR_STATUS, 2, pci_get_cfg(f, PCIR_STATUS, 2) | PCIM_STATUS_CAPS);
+	} else {
+		ptr = f->cfg[PCIR_CAP_PTR];
+		while (f->cfg[ptr + 1] != 0)
+			ptr = f->cfg[ptr + 1];
+		f->cfg[ptr + 1] = off;
+	}
+	f->cap_end = (uint8_t)((off + len + 3) & ~3);
+	return off;
+}
+
+/* ---- INTx ---- */
+
+unsigned pci_slot_intx_gsi(unsigned slot)
+{
+	/* Pin A of slot s goes to GSI 16 + (s % 8): the usual swizzle. */
+	return PCI_INTX_GSI_BASE + (slot % 8);
+}
+
+void pci_enable_intx(struct pci_func *f)
+{
+	f->intx_gsi = (int)pci_slot_intx_gsi(f->slot);
+	f->cfg[PCIR_INTPIN] = 1; /* INTA# */
+	f->cfg[PCIR_INTLINE] = (uint8_t)f->intx_gsi;
+}
+
+static void intx_set(struct pci_func *f, bool level)
+{
+	bool disabled = pci_get_cfg(f, PCIR_COMMAND, 2) & PCIM_CMD_INTX_DIS;
+	bool line = level && !disabled;
+	uint16_t st = (uint16_t)pci_get_cfg(f, PCIR_STATUS, 2);
+
+	pci_set_cfg(f, PCIR_STATUS, 2, level ? st | PCIM_STATUS_INTR : st & ~PCIM_STATUS_INTR);
+	if (f->intx_gsi < 0 || line == f->intx_asserted)
+		return;
+	f->intx_asserted = line;
+	machine_intx_level(f->m, (unsigned)f->intx_gsi, line);
+}
+
+void pci_intx_assert(struct pci_func *f)
+{
+	pthread_mutex_lock(&f->cfg_lock);
+	intx_set(f, true);
+	pthread_mutex_unlock(&f->cfg_lock);
+}
+
+void pci_intx_deassert(struct pci_func *f)
+{
+	pthread_mutex_lock(&f->cfg_lock);
+	intx_set(f, false);
+	pthread_mutex_unlock(&f->cfg_lock);
+}
+
+/* ---- MSI ---- */
+
+int pci_add_msi_cap(struct pci_func *f, unsigned nvec)
+{
+	uint8_t cap[14] = {PCIY_MSI};
+	unsigned mmc = 0;
+
+	if (nvec == 0 || nvec > 32 || (nvec & (nvec - 1)) != 0)
+		return -1;
+	while ((1u << mmc) < nvec)
+		mmc++;
+	cap[2] = (uint8_t)(MSI_CTRL_64BIT | (mmc << 1));
+	f->msi.cap = pci_add_cap(f, cap, sizeof(cap));
+	return f->msi.cap ? 0 : -1;
+}
+
+static void msi_ctrl_write(struct pci_func *f)
+{
+	uint16_t ctrl = (uint16_t)pci_get_cfg(f, f->msi.cap + 2, 2);
+	unsigned mmc = (ctrl >> 1) & 7, mme = (ctrl >> 4) & 7;
+
+	if (mme > mmc)
+		mme = mmc;
+	f->msi.enabled = ctrl & MSI_CTRL_ENABLE;
+	f->msi.nvec = 1u << mme;
+	if (f->msi.enabled)
+		intx_set(f, false);
+}
+
+static void msi_send(struct pci_func *f, unsigned vec)
+{
+	uint64_t addr;
+	uint32_t data;
+
+	pthread_mutex_lock(&f->cfg_lock);
+	addr = pci_get_cfg(f, f->msi.cap + 4, 4) | ((uint64_t)pci_get_cfg(f, f->msi.cap + 8, 4) << 32);
+	data = pci_get_cfg(f, f->msi.cap + 12, 2);
+	/* Multiple-message MSI puts the vector in the low data bits. */
+	data = (data & ~(f->msi.nvec - 1)) | (vec & (f->msi.nvec - 1));
+	pthread_mutex_unlock(&f->cfg_lock);
+	irq_signal_msi(&f->m->vm, addr, data);
+}
+
+/* ---- MSI-X ---- */
+
+int pci_add_msix_cap(struct pci_func *f, unsigned count, int bar)
+{
+	uint8_t cap[12] = {PCIY_MSIX};
+	uint64_t table_size = (uint64_t)count * MSIX_ENTRY_SIZE;
+	uint64_t pba_off = (table_size + 4095) & ~4095ull;
+	uint64_t pba_size = ((count + 63) / 64) * 8;
+
+	if (count == 0 || count > 2048 || bar < 0 || bar >= PCI_NBARS)
+		return -1;
+	f->msix.table = calloc(count, sizeof(*f->msix.table));
+	f->msix.pba = calloc((count + 63) / 64, sizeof(uint64_t));
+	if (f->msix.table == NULL || f->msix.pba == NULL ||
+	    pci_alloc_bar(f, bar, PCI_BAR_MEM32, pba_off + pba_size) < 0)
+		return -1;
+	for (unsigned i = 0; i < count; i++) {
+		f->msix.table[i].ctrl = MSIX_VEC_MASKED;
+		f->msix.table[i].gsi = -1;
+		f->msix.table[i].irqfd = -1;
+	}
+	f->msix.table_bar = f->msix.pba_bar = bar;
+	f->msix.table_offset = 0;
+	f->msix.pba_offset = (uint32_t)pba_off;
+	f->msix.table_count = count;
+	cap[2] = (uint8_t)(count - 1);
+	cap[3] = (uint8_t)((count - 1) >> 8);
+	cap[4] = (uint8_t)bar; /* table offset 0, BIR */
+	cap[8] = (uint8_t)(pba_off | (uint64_t)bar);
+	cap[9] = (uint8_t)(pba_off >> 8);
+	cap[10] = (uint8_t)(pba_off >> 16);
+	cap[11] = (uint8_t)(pba_off >> 24);
+	f->msix.cap = pci_add_cap(f, cap, sizeof(cap));
+	return f->msix.cap ? 0 : -1;
+}
+
+static bool msix_vector_masked(const struct pci_func *f, unsigned vec)
+{
+	return f->msix.function_masked || (f->msix.table[vec].ctrl & MSIX_VEC_MASKED);
+}
+
+/* Keep the irqfd of `vec` bound exactly while the vector can fire; an
+ * event signalled while unbound stays in the eventfd and is delivered when
+ * KVM_IRQFD binds it again (that is the pending state). */
+static void msix_sync_irqfd(struct pci_func *f, unsigned vec)
+{
+	struct msix_entry *e = &f->msix.table[vec];
+	bool want = f->msix.enabled && !msix_vector_masked(f, vec);
+
+	if (e->irqfd < 0)
+		return;
+	if (e->gsi >= 0)
+		irq_route_msi_update(&f->m->vm, e->gsi, e->addr, e->data);
+	if (want && e->gsi < 0) {
+		e->gsi = irq_route_msi_add(&f->m->vm, e->addr, e->data);
+		if (e->gsi >= 0 && irq_irqfd_bind(&f->m->vm, e->irqfd, e->gsi) < 0) {
+			irq_route_msi_del(&f->m->vm, e->gsi);
+			e->gsi = -1;
+		}
+	} else if (!want && e->gsi >= 0) {
+		irq_irqfd_unbind(&f->m->vm, e->irqfd, e->gsi);
+		irq_route_msi_del(&f->m->vm, e->gsi);
+		e->gsi = -1;
+	}
+}
+
+static void msix_deliver_pending(struct pci_func *f, unsigned vec)
+{
+	struct msix_entry *e = &f->msix.table[vec];
+
+	if (!(f->msix.pba[vec / 64] & (1ull << (vec % 64))) || msix_vector_masked(f, vec) ||
+	    !f->msix.enabled)
+		return;
+	f->msix.pba[vec / 64] &= ~(1ull << (vec % 64));
+	irq_signal_msi(&f->m->vm, e->addr, e->data);
+}
+
+static void msix_ctrl_write(struct pci_func *f)
+{
+	uint16_t ctrl = (uint16_t)pci_get_cfg(f, f->msix.cap + 2, 2);
+
+	f->msix.enabled = ctrl & MSIX_CTRL_ENABLE;
+	f->msix.function_masked = ctrl & MSIX_CTRL_FMASK;
+	if (f->msix.enabled)
+		intx_set(f, false);
+	for (unsigned v = 0; v < f->msix.table_count; v++) {
+		msix_sync_irqfd(f, v);
+		msix_deliver_pending(f, v);
+	}
+}
+
+static uint64_t msix_table_read(struct pci_func *f, uint64_t off, unsigned size)
+{
+	unsigned vec = (unsigned)(off / MSIX_ENTRY_SIZE), field = (unsigned)(off % MSIX_ENTRY_SIZE);
+	const struct msix_entry *e;
+	uint8_t raw[MSIX_ENTRY_SIZE];
+	uint64_t v = 0;
+
+	if (vec >= f->msix.table_count || field + size > MSIX_ENTRY_SIZE)
+		return ~0ull;
+	e = &f->msix.table[vec];
+	memcpy(raw, &e->addr, 8);
+	memcpy(raw + 8, &e->data, 4);
+	memcpy(raw + 12, &e->ctrl, 4);
+	memcpy(&v, raw + field, size);
+	return v;
+}
+
+static void msix_table_write(struct pci_func *f, uint64_t off, unsigned size, uint64_t val)
+{
+	unsigned vec = (unsigned)(off / MSIX_ENTRY_SIZE), field = (unsigned)(off % MSIX_ENTRY_SIZE);
+	struct msix_entry *e;
+	uint8_t raw[MSIX_ENTRY_SIZE];
+
+	if (vec >= f->msix.table_count || field + size > MSIX_ENTRY_SIZE)
+		return;
+	e = &f->msix.table[vec];
+	memcpy(raw, &e->addr, 8);
+	memcpy(raw + 8, &e->data, 4);
+	memcpy(raw + 12, &e->ctrl, 4);
+	memcpy(raw + field, &val, size);
+	memcpy(&e->addr, raw, 8);
+	memcpy(&e->data, raw + 8, 4);
+	memcpy(&e->ctrl, raw + 12, 4);
+	e->ctrl &= MSIX_VEC_MASKED; /* other control bits are reserved */
+	msix_sync_irqfd(f, vec);
+	msix_deliver_pending(f, vec);
+}
+
+static uint64_t msix_bar_read(struct pci_func *f, uint64_t off, unsigned size)
+{
+	uint64_t v = ~0ull;
+
+	pthread_mutex_lock(&f->cfg_lock);
+	if (off < (uint64_t)f->msix.table_count * MSIX_ENTRY_SIZE)
+		v = msix_table_read(f, off, size);
+	else if (off >= f->msix.pba_offset &&
+		 off - f->msix.pba_offset + size <= ((f->msix.table_count + 63) / 64) * 8)
+		memcpy(&v, (uint8_t *)f->msix.pba + (off - f->msix.pba_offset), size);
+	pthread_mutex_unlock(&f->cfg_lock);
+	if (size < 8)
+		v &= (1ull << (8 * size)) - 1;
+	return v;
+}
+
+bool pci_msix_enabled(const struct pci_func *f)
+{
+	return f->msix.cap != 0 && f->msix.enabled;
+}
+
+bool pci_msi_enabled(const struct pci_func *f)
+{
+	return f->msi.cap != 0 && f->msi.enabled;
+}
+
+int pci_msix_irqfd(struct pci_func *f, unsigned vec)
+{
+	struct msix_entry *e;
+	int fd = -1;
+
+	pthread_mutex_lock(&f->cfg_lock);
+	if (!f->msix.enabled || vec >= f->msix.table_count)
+		goto out;
+	e = &f->msix.table[vec];
+	if (e->irqfd < 0) {
+		e->irqfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		msix_sync_irqfd(f, vec);
+	}
+	fd = e->irqfd;
+out:
+	pthread_mutex_unlock(&f->cfg_lock);
+	return fd;
+}
+
+void pci_interrupt(struct pci_func *f, unsigned vec)
+{
+	struct msix_entry e;
+
+	if (f->msix.enabled) {
+		pthread_mutex_lock(&f->cfg_lock);
+		if (vec >= f->msix.table_count) {
+			pthread_mutex_unlock(&f->cfg_lock);
+			return;
+		}
+		if (msix_vector_masked(f, vec)) {
+			f->msix.pba[vec / 64] |= 1ull << (vec % 64);
+			pthread_mutex_unlock(&f->cfg_lock);
+			return;
+		}
+		e = f->msix.table[vec];
+		pthread_mutex_unlock(&f->cfg_lock);
+		irq_signal_msi(&f->m->vm, e.addr, e.data);
+	} else if (f->msi.enabled) {
+		msi_send(f, vec);
+	} else {
+		pci_intx_assert(f);
+	}
+}
+
+/* ---- BAR access dispatch ---- */
+
+static uint64_t bar_access_read(struct pci_func *f, struct pci_bar *b, uint64_t off, unsigned size)
+{
+	uint64_t v = 0;
+
+	if (b->type == PCI_BAR_ROM) {
+		memcpy(&v, b->rom + off, size);
+		return v;
+	}
+	if (f->msix.cap && b->idx == f->msix.table_bar)
+		return msix_bar_read(f, off, size);
+	return f->de->bar_read ? f->de->bar_read(f, b->idx, off, size) : ~0ull;
+}
+
+static void bar_access_write(struct pci_func *f, struct pci_bar *b, uint64_t off, unsigned size,
+			     uint64_t val)
+{
+	if (b->type == PCI_BAR_ROM)
+		return;
+	if (f->msix.cap && b->idx == f->msix.table_bar) {
+		pthread_mutex_lock(&f->cfg_lock);
+		msix_table_write(f, off, size, val);
+		pthread_mutex_unlock(&f->cfg_lock);
+		if (f->de->vector_changed)
+			f->de->vector_changed(f);
+		return;
+	}
+	if (f->de->bar_write)
+		f->de->bar_write(f, b->idx, off, size, val);
+}
+
+/* ---- configuration space access ---- */
+
+static struct pci_func *lookup(unsigned bus, unsigned slot, unsigned func)
+{
+	for (unsigned i = 0; i < nfuncs; i++)
+		if (funcs[i]->bus == bus && funcs[i]->slot == slot && funcs[i]->func == func)
+			return funcs[i];
+	return NULL;
+}
+
+static bool in_range(unsigned off, unsigned size, unsigned start, unsigned len)
+{
+	return off < start + len && start < off + size;
+}
+
+/* Writes to the standard header and to the MSI/MSI-X capabilities. */
+static bool generic_cfg_write(struct pci_func *f, unsigned off, unsigned size, uint32_t val,
+			      bool *vectors_changed)
+{
+	unsigned dw = off & ~3u;
+	uint32_t old = pci_get_cfg(f, dw, 4), merged = old;
+
+	for (unsigned i = 0; i < size; i++) {
+		unsigned shift = 8 * ((off + i) & 3);
+
+		merged = (merged & ~(0xffu << shift)) | (((val >> (8 * i)) & 0xff) << shift);
+	}
+	if (dw >= PCIR_BAR0 && dw < PCIR_BAR0 + 4 * PCI_NBARS) {
+		bar_register_write(f, (int)(dw - PCIR_BAR0) / 4, merged);
+	} else if (dw == PCIR_ROM) {
+		rom_register_write(f, merged);
+	} else if (dw == PCIR_COMMAND) {
+		/* Command is writable; status bits are read-only or
+		 * write-one-to-clear, and khyve reports no errors. */
+		pci_set_cfg(f, PCIR_COMMAND, 2, merged & 0x0547);
+		bars_update(f);
+		intx_set(f, (pci_get_cfg(f, PCIR_STATUS, 2) & PCIM_STATUS_INTR) != 0);
+	} else if (dw == 0x0c || dw == PCIR_INTLINE) {
+		/* cache line size, latency timer / interrupt line */
+		pci_set_cfg(f, dw, 1, merged & 0xff);
+		if (dw == 0x0c)
+			pci_set_cfg(f, 0x0d, 1, (merged >> 8) & 0xff);
+	} else if (f->msi.cap && in_range(off, size, f->msi.cap + 2, 12)) {
+		/* control (enable, MME), address, data: writable */
+		unsigned s = off < f->msi.cap + 2u ? f->msi.cap + 2u : off;
+
+		for (; s < off + size && s < f->msi.cap + 14u; s++)
+			f->cfg[s] = (uint8_t)(val >> (8 * (s - off)));
+		msi_ctrl_write(f);
+		*vectors_changed = true;
+	} else if (f->msix.cap && in_range(off, size, f->msix.cap + 3, 1)) {
+		/* only the enable and function-mask bits of control */
+		uint8_t hi = (uint8_t)(val >> (8 * (f->msix.cap + 3 - off)));
+
+		f->cfg[f->msix.cap + 3] = (uint8_t)((f->cfg[f->msix.cap + 3] & 0x07) | (hi & 0xc0));
+		msix_ctrl_write(f);
+		*vectors_changed = true;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+uint32_t pci_cfg_read(unsigned bus, unsigned slot, unsigned func, unsigned off, unsigned size)
+{
+	struct pci_func *f = lookup(bus, slot, func);
+	uint32_t v;
+
+	if (f == NULL || off + size > PCI_CFG_SIZE || size == 0 || size > 4)
+		return size >= 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
+	pthread_mutex_lock(&f->cfg_lock);
+	if (f->de->cfg_read == NULL || f->de->cfg_read(f, off, size, &v) != 0)
+		v = pci_get_cfg(f, off, size);
+	pthread_mutex_unlock(&f->cfg_lock);
+	return v;
+}
+
+void pci_cfg_write(unsigned bus, unsigned slot, unsigned func, unsigned off, unsigned size,
+		   uint32_t val)
+{
+	struct pci_func *f = lookup(bus, slot, func);
+	bool changed = false;
+
+	if (f == NULL || off + size > PCI_CFG_SIZE || size == 0 || size > 4)
+		return;
+	/* Accesses never straddle a dword on real hardware; drop those that do. */
+	if ((off & 3) + size > 4)
+		return;
+	pthread_mutex_lock(&f->cfg_lock);
+	if (f->de->cfg_write == NULL || f->de->cfg_write(f, off, size, val) != 0)
+		generic_cfg_write(f, off, size, val, &changed);
+	pthread_mutex_unlock(&f->cfg_lock);
+	if (changed && f->de->vector_changed)
+		f->de->vector_changed(f);
+}
+
+/* ---- mechanism #1 and ECAM ---- */
+
+static int cf8_access(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
+{
+	(void)arg;
+	(void)offset;
+	if (size != 4) {
+		if (!is_write)
+			*val = ~0ull;
+		return 0; /* byte access to 0xCF8 is some other device's; ignore */
+	}
+	pthread_mutex_lock(&cf8_lock);
+	if (is_write)
+		cf8 = (uint32_t)*val & 0x8fffffffu;
+	else
+		*val = cf8;
+	pthread_mutex_unlock(&cf8_lock);
+	return 0;
+}
+
+static int cfc_access(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
+{
+	uint32_t a;
+	unsigned bus, slot, func, reg;
+
+	(void)arg;
+	pthread_mutex_lock(&cf8_lock);
+	a = cf8;
+	pthread_mutex_unlock(&cf8_lock);
+	if (!(a & CF8_ENABLE) || (offset & 3) + size > 4) {
+		if (!is_write)
+			*val = ~0ull;
+		return 0;
+	}
+	bus = (a >> 16) & 0xff;
+	slot = (a >> 11) & 0x1f;
+	func = (a >> 8) & 7;
+	/* Bits 27:24 extend the register number (AMD's extended config access). */
+	reg = ((a >> 16) & 0xf00) | (a & 0xfc) | (unsigned)(offset & 3);
+	if (is_write)
+		pci_cfg_write(bus, slot, func, reg, size, (uint32_t)*val);
+	else
+		*val = pci_cfg_read(bus, slot, func, reg, size);
+	return 0;
+}
+
+static int ecam_access(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
+{
+	unsigned bus = (unsigned)(offset >> 20) & 0xff, slot = (unsigned)(offset >> 15) & 0x1f;
+	unsigned func = (unsigned)(offset >> 12) & 7, reg = (unsigned)offset & 0xfff;
+
+	(void)arg;
+	if (size > 4 || (reg & 3) + size > 4) {
+		if (!is_write)
+			*val = ~0ull;
+		return 0;
+	}
+	if (is_write)
+		pci_cfg_write(bus, slot, func, reg, size, (uint32_t)*val);
+	else
+		*val = pci_cfg_read(bus, slot, func, reg, size);
+	return 0;
+}
+
+/* ---- creation ---- */
+
+void pci_mmio64_window(uint64_t *base, uint64_t *size)
+{
+	*base = mmio64_base;
+	*size = mmio64_end - mmio64_base;
+}
+
+static void choose_mmio64_window(struct machine *m)
+{
+	const uint64_t gib = 1ull << 30;
+	uint64_t top = GMEM_HIGHMEM_BASE + m->vm.mem.highmem_size;
+
+	mmio64_base = (top + gib - 1) & ~(gib - 1);
+	mmio64_next = mmio64_base;
+	mmio64_end = mmio64_base + 64 * gib;
+}
+
+void pci_write_dsdt(struct aml *a, void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < nfuncs; i++)
+		if (funcs[i]->de->write_dsdt != NULL)
+			funcs[i]->de->write_dsdt(funcs[i], a);
+}
+
+unsigned pci_count(void)
+{
+	return nfuncs;
+}
+
+struct pci_func *pci_get(unsigned i)
+{
+	return i < nfuncs ? funcs[i] : NULL;
+}
+
+static int create_func(struct machine *m, unsigned bus, unsigned slot, unsigned func,
+		       struct config_node *node, char *err, size_t errlen)
+{
+	const char *emul = config_node_get(node, "device");
+	const struct pci_devemu *de = emul ? pci_devemu_find(emul) : NULL;
+	struct pci_func *f;
+	char why[256] = "";
+
+	if (de == NULL) {
+		snprintf(err, errlen, "pci.%u.%u.%u: unknown device '%s'", bus, slot, func,
+			 emul ? emul : "");
+		return -1;
+	}
+	if (bus != 0 || nfuncs == PCI_MAX_FUNCS) {
+		snprintf(err, errlen, "pci.%u.%u.%u: only bus 0 is supported", bus, slot, func);
+		return -1;
+	}
+	f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return -1;
+	f->m = m;
+	f->bus = (uint8_t)bus;
+	f->slot = (uint8_t)slot;
+	f->func = (uint8_t)func;
+	f->de = de;
+	f->intx_gsi = -1;
+	pthread_mutex_init(&f->cfg_lock, NULL);
+	for (int i = 0; i <= PCI_ROM_BAR; i++) {
+		f->bar[i].owner = f;
+		f->bar[i].idx = i;
+	}
+	funcs[nfuncs++] = f;
+	if (de->init(m, f, node, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "%s in slot %u:%u: %s", emul, slot, func,
+			 why[0] ? why : "cannot create");
+		return -1;
+	}
+	return 0;
+}
+
+/* Config children are named by number; visit them in numeric order. */
+static struct config_node *nth_child(struct config_node *parent, unsigned n)
+{
+	for (struct config_node *c = config_node_first(parent); c; c = config_node_next(c)) {
+		uint64_t v;
+
+		if (parse_uint(config_node_name(c), 0, 255, &v) == 0 && v == n)
+			return c;
+	}
+	return NULL;
+}
+
+static int create_all(struct machine *m, char *err, size_t errlen)
+{
+	struct config_node *pci = config_find_node("pci");
+
+	for (unsigned b = 0; pci != NULL && b < 256; b++) {
+		struct config_node *bn = nth_child(pci, b);
+
+		for (unsigned s = 0; bn != NULL && s < 32; s++) {
+			struct config_node *sn = nth_child(bn, s);
+
+			for (unsigned fn = 0; sn != NULL && fn < 8; fn++) {
+				struct config_node *node = nth_child(sn, fn);
+
+				if (node != NULL && create_func(m, b, s, fn, node, err, errlen) < 0)
+					return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+int pci_init(struct machine *m, char *err, size_t errlen)
+{
+	pci_machine = m;
+	choose_mmio64_window(m);
+	/* One port each: 0xCF9 between them is the reset register, and a
+	 * 32-bit access is dispatched by its first port. */
+	if (machine_register_pio(m, CF8_PORT, 1, cf8_access, NULL, "pci-cf8") < 0 ||
+	    machine_register_pio(m, CFC_PORT, 4, cfc_access, NULL, "pci-cfc") < 0 ||
+	    machine_register_mmio(m, PCI_ECAM_GPA, PCI_ECAM_SIZE, ecam_access, NULL, "pci-ecam") < 0) {
+		snprintf(err, errlen, "PCI configuration ports are taken");
+		return -1;
+	}
+	return create_all(m, err, errlen);
+}

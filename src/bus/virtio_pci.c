@@ -1,0 +1,560 @@
+#include "bus/virtio_pci.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "bus/pci.h"
+#include "core/machine.h"
+#include "lib/log.h"
+
+#define VIRTIO_VENDOR      0x1af4
+#define VIRTIO_DEVICE_BASE 0x1040
+#define VIRTIO_BAR         4 /* modern region, as QEMU places it */
+#define VIRTIO_MSIX_BAR    1
+
+/* Layout of the modern region. */
+#define REGION_COMMON 0x0000
+#define REGION_ISR    0x1000
+#define REGION_DEVICE 0x2000
+#define REGION_NOTIFY 0x3000
+#define REGION_SIZE   0x4000
+#define NOTIFY_MULT   4
+#define COMMON_LEN    0x38
+
+/* virtio_pci_cap cfg_type values (4.1.4). */
+#define CAP_COMMON 1
+#define CAP_NOTIFY 2
+#define CAP_ISR    3
+#define CAP_DEVICE 4
+#define CAP_PCI    5
+
+/* Common configuration fields (4.1.4.3). */
+#define CC_DFSELECT     0x00
+#define CC_DF           0x04
+#define CC_GFSELECT     0x08
+#define CC_GF           0x0c
+#define CC_MSIX_CONFIG  0x10
+#define CC_NUM_QUEUES   0x12
+#define CC_STATUS       0x14
+#define CC_CFG_GEN      0x15
+#define CC_Q_SELECT     0x16
+#define CC_Q_SIZE       0x18
+#define CC_Q_MSIX       0x1a
+#define CC_Q_ENABLE     0x1c
+#define CC_Q_NOTIFY_OFF 0x1e
+#define CC_Q_DESC       0x20
+#define CC_Q_DRIVER     0x28
+#define CC_Q_DEVICE     0x30
+
+#define ISR_QUEUE  0x1
+#define ISR_CONFIG 0x2
+
+static struct ratelimit virtio_rl = RATELIMIT_INIT;
+
+static struct virtio_dev *vd_of(struct pci_func *f)
+{
+	return f->softc;
+}
+
+bool virtio_has_feature(const struct virtio_dev *vd, unsigned bit)
+{
+	return (vd->driver_features >> bit) & 1;
+}
+
+/* ---- interrupts ---- */
+
+static void signal_vector(struct virtio_dev *vd, uint16_t vec, uint8_t isr_bit)
+{
+	struct pci_func *f = vd->pf;
+	uint64_t one = 1;
+	int fd;
+
+	if (pci_msix_enabled(f)) {
+		if (vec == VIRTIO_MSI_NO_VECTOR)
+			return;
+		fd = pci_msix_irqfd(f, vec);
+		if (fd < 0 || write(fd, &one, sizeof(one)) != sizeof(one))
+			pci_interrupt(f, vec);
+		return;
+	}
+	__atomic_fetch_or(&vd->isr, isr_bit, __ATOMIC_SEQ_CST);
+	pci_interrupt(f, 0); /* MSI when enabled, else INTx */
+}
+
+void virtio_queue_interrupt(struct virtio_dev *vd, unsigned q)
+{
+	if (q < vd->nqueues)
+		signal_vector(vd, vd->queue[q].msix_vector, ISR_QUEUE);
+}
+
+void virtio_config_changed(struct virtio_dev *vd)
+{
+	__atomic_add_fetch(&vd->config_generation, 1, __ATOMIC_SEQ_CST);
+	signal_vector(vd, vd->msix_config, ISR_CONFIG);
+}
+
+void virtio_needs_reset(struct virtio_dev *vd, const char *why)
+{
+	log_ratelimited(&virtio_rl, LOG_WARN, "%s %02x:%02x.%x: %s; device needs reset",
+			vd->ops->name, vd->pf->bus, vd->pf->slot, vd->pf->func, why);
+	__atomic_store_n(&vd->needs_reset, true, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&vd->status, __ATOMIC_SEQ_CST) & VIRTIO_STATUS_DRIVER_OK)
+		virtio_config_changed(vd);
+}
+
+/* ---- notifications: ioeventfd ---- */
+
+static uint64_t notify_gpa(struct virtio_dev *vd, unsigned q)
+{
+	const struct pci_bar *b = &vd->pf->bar[VIRTIO_BAR];
+
+	return b->mapped ? b->addr + REGION_NOTIFY + (uint64_t)q * NOTIFY_MULT : 0;
+}
+
+static void ioeventfd_unregister(struct virtio_dev *vd, unsigned q)
+{
+	struct virtio_queue *vq = &vd->queue[q];
+
+	if (vq->ioeventfd_gpa == 0)
+		return;
+	vm_ioeventfd(&vd->pf->m->vm, vq->ioeventfd_gpa, 2, vq->kick_fd, false);
+	vq->ioeventfd_gpa = 0;
+}
+
+/* While the driver runs, each enabled queue's notify address signals its
+ * kick eventfd inside KVM. */
+static void ioeventfd_update(struct virtio_dev *vd)
+{
+	bool running = __atomic_load_n(&vd->status, __ATOMIC_SEQ_CST) & VIRTIO_STATUS_DRIVER_OK;
+
+	pthread_mutex_lock(&vd->ioeventfd_lock);
+	for (unsigned q = 0; q < vd->nqueues; q++) {
+		struct virtio_queue *vq = &vd->queue[q];
+		uint64_t want = running && vq->enabled ? notify_gpa(vd, q) : 0;
+
+		if (want == vq->ioeventfd_gpa)
+			continue;
+		ioeventfd_unregister(vd, q);
+		if (want != 0 && vm_ioeventfd(&vd->pf->m->vm, want, 2, vq->kick_fd, true) == 0)
+			vq->ioeventfd_gpa = want;
+	}
+	pthread_mutex_unlock(&vd->ioeventfd_lock);
+}
+
+void virtio_pci_bar_moved(struct pci_func *f, int bar)
+{
+	struct virtio_dev *vd = vd_of(f);
+
+	if (bar == VIRTIO_BAR)
+		ioeventfd_update(vd);
+}
+
+/* ---- reset and status ---- */
+
+static void queue_defaults(struct virtio_queue *q)
+{
+	q->size = q->max_size;
+	q->msix_vector = VIRTIO_MSI_NO_VECTOR;
+	q->enabled = false;
+	q->desc = q->driver = q->device = 0;
+}
+
+static void device_reset(struct virtio_dev *vd)
+{
+	uint64_t drain;
+
+	if (vd->status & VIRTIO_STATUS_DRIVER_OK)
+		vd->ops->stop(vd);
+	vd->status = 0;
+	ioeventfd_update(vd); /* not running: removes them all */
+	for (unsigned q = 0; q < vd->nqueues; q++) {
+		struct virtio_queue *vq = &vd->queue[q];
+
+		pthread_mutex_lock(&vq->lock);
+		vq_reset(&vq->vq);
+		queue_defaults(vq);
+		pthread_mutex_unlock(&vq->lock);
+		while (read(vq->kick_fd, &drain, sizeof(drain)) > 0)
+			;
+	}
+	vd->driver_features = 0;
+	vd->device_feature_select = vd->driver_feature_select = 0;
+	vd->status = 0;
+	__atomic_store_n(&vd->needs_reset, false, __ATOMIC_SEQ_CST);
+	vd->queue_select = 0;
+	vd->msix_config = VIRTIO_MSI_NO_VECTOR;
+	__atomic_store_n(&vd->isr, 0, __ATOMIC_SEQ_CST);
+	pci_intx_deassert(vd->pf);
+}
+
+static bool features_acceptable(const struct virtio_dev *vd)
+{
+	return (vd->driver_features & ~vd->device_features) == 0 &&
+	       virtio_has_feature(vd, VIRTIO_F_VERSION_1);
+}
+
+/* Called with vd->lock held; may call into the device (start/stop). */
+static void status_write(struct virtio_dev *vd, uint8_t val)
+{
+	uint8_t old = vd->status;
+
+	if (val == 0) {
+		device_reset(vd);
+		return;
+	}
+	if ((val & VIRTIO_STATUS_FEATURES_OK) && !(old & VIRTIO_STATUS_FEATURES_OK)) {
+		if (!features_acceptable(vd))
+			val &= (uint8_t)~VIRTIO_STATUS_FEATURES_OK; /* the driver reads it back */
+		else if (vd->ops->features_ok != NULL)
+			vd->ops->features_ok(vd);
+	}
+	__atomic_store_n(&vd->status, (uint8_t)(val & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET),
+			 __ATOMIC_SEQ_CST);
+	if ((val & VIRTIO_STATUS_DRIVER_OK) && !(old & VIRTIO_STATUS_DRIVER_OK)) {
+		ioeventfd_update(vd);
+		vd->ops->start(vd);
+	}
+}
+
+/* ---- common configuration ---- */
+
+static struct virtio_queue *selected(struct virtio_dev *vd)
+{
+	return vd->queue_select < vd->nqueues ? &vd->queue[vd->queue_select] : NULL;
+}
+
+/* The common configuration as the driver would read it. */
+static void common_image(struct virtio_dev *vd, uint8_t img[0x40])
+{
+	struct virtio_queue *q = selected(vd);
+	uint32_t df = vd->device_feature_select < 2
+			      ? (uint32_t)(vd->device_features >> (32 * vd->device_feature_select))
+			      : 0;
+	uint32_t gf = vd->driver_feature_select < 2
+			      ? (uint32_t)(vd->driver_features >> (32 * vd->driver_feature_select))
+			      : 0;
+	uint16_t nq = (uint16_t)vd->nqueues, zero16 = 0;
+	uint16_t qnotify = vd->queue_select;
+
+	memset(img, 0, 0x40);
+	memcpy(img + CC_DFSELECT, &vd->device_feature_select, 4);
+	memcpy(img + CC_DF, &df, 4);
+	memcpy(img + CC_GFSELECT, &vd->driver_feature_select, 4);
+	memcpy(img + CC_GF, &gf, 4);
+	memcpy(img + CC_MSIX_CONFIG, &vd->msix_config, 2);
+	memcpy(img + CC_NUM_QUEUES, &nq, 2);
+	img[CC_STATUS] = vd->status;
+	if (__atomic_load_n(&vd->needs_reset, __ATOMIC_SEQ_CST))
+		img[CC_STATUS] |= VIRTIO_STATUS_DEVICE_NEEDS_RESET;
+	img[CC_CFG_GEN] = __atomic_load_n(&vd->config_generation, __ATOMIC_SEQ_CST);
+	memcpy(img + CC_Q_SELECT, &vd->queue_select, 2);
+	if (q == NULL) {
+		memcpy(img + CC_Q_SIZE, &zero16, 2); /* no such queue: size 0 */
+		return;
+	}
+	memcpy(img + CC_Q_SIZE, &q->size, 2);
+	memcpy(img + CC_Q_MSIX, &q->msix_vector, 2);
+	img[CC_Q_ENABLE] = q->enabled;
+	memcpy(img + CC_Q_NOTIFY_OFF, &qnotify, 2);
+	memcpy(img + CC_Q_DESC, &q->desc, 8);
+	memcpy(img + CC_Q_DRIVER, &q->driver, 8);
+	memcpy(img + CC_Q_DEVICE, &q->device, 8);
+}
+
+static uint64_t common_read(struct virtio_dev *vd, unsigned off, unsigned size)
+{
+	uint8_t img[0x40];
+	uint64_t v = 0;
+
+	if (off + size > COMMON_LEN)
+		return 0;
+	pthread_mutex_lock(&vd->lock);
+	common_image(vd, img);
+	pthread_mutex_unlock(&vd->lock);
+	memcpy(&v, img + off, size);
+	return v;
+}
+
+static void set_addr_part(uint64_t *addr, unsigned off_in_field, unsigned size, uint64_t val)
+{
+	uint8_t b[8];
+
+	memcpy(b, addr, 8);
+	memcpy(b + off_in_field, &val, size);
+	memcpy(addr, b, 8);
+}
+
+static void queue_enable(struct virtio_dev *vd, struct virtio_queue *q)
+{
+	bool event_idx = virtio_has_feature(vd, VIRTIO_F_EVENT_IDX);
+	bool indirect = virtio_has_feature(vd, VIRTIO_F_INDIRECT_DESC);
+	int rc;
+
+	if (q->enabled)
+		return;
+	pthread_mutex_lock(&q->lock);
+	rc = vq_init(&q->vq, &vd->pf->m->vm.mem, q->size, q->desc, q->driver, q->device,
+		     event_idx, indirect);
+	q->enabled = rc == 0;
+	pthread_mutex_unlock(&q->lock);
+	if (rc < 0) {
+		log_ratelimited(&virtio_rl, LOG_WARN, "%s: queue %u rings invalid", vd->ops->name,
+				vd->queue_select);
+		__atomic_store_n(&vd->needs_reset, true, __ATOMIC_SEQ_CST);
+	}
+}
+
+static void queue_field_write(struct virtio_dev *vd, unsigned off, unsigned size, uint64_t val)
+{
+	struct virtio_queue *q = selected(vd);
+
+	if (q == NULL || q->enabled) /* fields are fixed once enabled */
+		return;
+	if (off == CC_Q_SIZE && size == 2) {
+		/* Any power of two up to the maximum; otherwise keep the old. */
+		if (val != 0 && val <= q->max_size && (val & (val - 1)) == 0)
+			q->size = (uint16_t)val;
+	} else if (off == CC_Q_MSIX && size == 2) {
+		q->msix_vector = (uint16_t)val;
+		if (val != VIRTIO_MSI_NO_VECTOR && val >= vd->pf->msix.table_count)
+			q->msix_vector = VIRTIO_MSI_NO_VECTOR;
+	} else if (off == CC_Q_ENABLE && size == 2) {
+		if (val == 1)
+			queue_enable(vd, q);
+	} else if (off >= CC_Q_DESC && off + size <= CC_Q_DEVICE + 8) {
+		uint64_t *field = off < CC_Q_DRIVER ? &q->desc : off < CC_Q_DEVICE ? &q->driver
+										 : &q->device;
+
+		set_addr_part(field, (off - CC_Q_DESC) % 8, size, val);
+	}
+}
+
+static void common_write(struct virtio_dev *vd, unsigned off, unsigned size, uint64_t val)
+{
+	pthread_mutex_lock(&vd->lock);
+	switch (off) {
+	case CC_DFSELECT:
+		vd->device_feature_select = (uint32_t)val;
+		break;
+	case CC_GFSELECT:
+		vd->driver_feature_select = (uint32_t)val;
+		break;
+	case CC_GF:
+		if (!(vd->status & VIRTIO_STATUS_FEATURES_OK) && vd->driver_feature_select < 2) {
+			unsigned shift = 32 * vd->driver_feature_select;
+
+			vd->driver_features &= ~(0xffffffffull << shift);
+			vd->driver_features |= (val & 0xffffffffull) << shift;
+		}
+		break;
+	case CC_MSIX_CONFIG:
+		vd->msix_config = (uint16_t)val;
+		if (val != VIRTIO_MSI_NO_VECTOR && val >= vd->pf->msix.table_count)
+			vd->msix_config = VIRTIO_MSI_NO_VECTOR;
+		break;
+	case CC_STATUS:
+		if (size == 1)
+			status_write(vd, (uint8_t)val);
+		break;
+	case CC_Q_SELECT:
+		vd->queue_select = (uint16_t)val;
+		break;
+	default:
+		queue_field_write(vd, off, size, val);
+		break;
+	}
+	pthread_mutex_unlock(&vd->lock);
+}
+
+/* ---- the BAR ---- */
+
+static uint64_t isr_read(struct virtio_dev *vd)
+{
+	/* Reading acknowledges, and drops INTx. */
+	uint8_t v = __atomic_exchange_n(&vd->isr, 0, __ATOMIC_SEQ_CST);
+
+	pci_intx_deassert(vd->pf);
+	/* An interrupt raised between the exchange and the deassert. */
+	if (__atomic_load_n(&vd->isr, __ATOMIC_SEQ_CST) != 0)
+		pci_intx_assert(vd->pf);
+	return v;
+}
+
+uint64_t virtio_pci_bar_read(struct pci_func *f, int bar, uint64_t off, unsigned size)
+{
+	struct virtio_dev *vd = vd_of(f);
+	uint64_t v = 0;
+
+	if (bar != VIRTIO_BAR)
+		return ~0ull;
+	if (off < REGION_ISR)
+		return common_read(vd, (unsigned)off, size);
+	if (off < REGION_DEVICE)
+		return off == REGION_ISR ? isr_read(vd) : 0;
+	if (off < REGION_NOTIFY) {
+		unsigned o = (unsigned)(off - REGION_DEVICE);
+
+		if (o + size <= vd->config_size && vd->ops->cfg_read != NULL)
+			vd->ops->cfg_read(vd, o, size, &v);
+		return v;
+	}
+	return 0;
+}
+
+void virtio_pci_bar_write(struct pci_func *f, int bar, uint64_t off, unsigned size, uint64_t val)
+{
+	struct virtio_dev *vd = vd_of(f);
+	uint64_t one = 1;
+
+	if (bar != VIRTIO_BAR)
+		return;
+	if (off < REGION_ISR) {
+		common_write(vd, (unsigned)off, size, val);
+	} else if (off >= REGION_DEVICE && off < REGION_NOTIFY) {
+		unsigned o = (unsigned)(off - REGION_DEVICE);
+
+		if (o + size <= vd->config_size && vd->ops->cfg_write != NULL)
+			vd->ops->cfg_write(vd, o, size, &val);
+	} else if (off >= REGION_NOTIFY) {
+		/* A notification KVM did not turn into an eventfd signal. */
+		unsigned q = (unsigned)((off - REGION_NOTIFY) / NOTIFY_MULT);
+
+		if (q < vd->nqueues && write(vd->queue[q].kick_fd, &one, sizeof(one)) < 0)
+			log_ratelimited(&virtio_rl, LOG_WARN, "%s: kick lost", vd->ops->name);
+	}
+}
+
+/* ---- queue worker threads ---- */
+
+static void *worker_main(void *arg)
+{
+	struct virtio_worker *w = arg;
+	struct virtio_queue *q = &w->vd->queue[w->q];
+	struct pollfd pfd[2] = {{q->kick_fd, POLLIN, 0}, {w->stop_fd, POLLIN, 0}};
+	uint64_t v;
+
+	for (;;) {
+		bool more = true;
+
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break;
+		if (read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			break;
+		pthread_mutex_lock(&q->lock);
+		while (more && q->vq.ready) {
+			vq_enable_kicks(&q->vq, false);
+			w->fn(w->vd, w->q);
+			more = vq_enable_kicks(&q->vq, true);
+		}
+		pthread_mutex_unlock(&q->lock);
+	}
+	return NULL;
+}
+
+int virtio_worker_start(struct virtio_worker *w, struct virtio_dev *vd, unsigned q,
+			void (*fn)(struct virtio_dev *vd, unsigned q))
+{
+	uint64_t one = 1;
+
+	w->vd = vd;
+	w->q = q;
+	w->fn = fn;
+	w->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (w->stop_fd < 0)
+		return -1;
+	if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+		close(w->stop_fd);
+		return -1;
+	}
+	w->running = true;
+	/* Work queued before DRIVER_OK would otherwise wait for a kick. */
+	if (write(vd->queue[q].kick_fd, &one, sizeof(one)) < 0)
+		log_ratelimited(&virtio_rl, LOG_WARN, "%s: cannot start queue %u", vd->ops->name, q);
+	return 0;
+}
+
+void virtio_worker_stop(struct virtio_worker *w)
+{
+	uint64_t one = 1;
+
+	if (!w->running)
+		return;
+	if (write(w->stop_fd, &one, sizeof(one)) < 0)
+		log_warn("virtio: cannot stop a worker");
+	pthread_join(w->thread, NULL);
+	close(w->stop_fd);
+	w->running = false;
+}
+
+/* ---- creation ---- */
+
+static void add_cap(struct pci_func *f, uint8_t type, uint32_t off, uint32_t len, bool notify)
+{
+	uint8_t cap[20] = {PCIY_VENDOR, 0, notify ? 20 : 16, type, VIRTIO_BAR};
+	uint32_t mult = NOTIFY_MULT;
+
+	memcpy(cap + 8, &off, 4);
+	memcpy(cap + 12, &len, 4);
+	if (notify)
+		memcpy(cap + 16, &mult, 4);
+	pci_add_cap(f, cap, notify ? 20 : 16);
+}
+
+int virtio_pci_init(struct virtio_dev *vd, struct pci_func *f, const struct virtio_ops *ops,
+		    void *softc, unsigned nqueues, uint16_t qsize, uint64_t features,
+		    size_t config_size, char *err, size_t errlen)
+{
+	uint8_t pcicap[20] = {PCIY_VENDOR, 0, 20, CAP_PCI};
+
+	if (nqueues == 0 || nqueues > VIRTIO_MAX_QUEUES || config_size > 0x1000) {
+		snprintf(err, errlen, "bad virtio geometry");
+		return -1;
+	}
+	memset(vd, 0, sizeof(*vd));
+	vd->pf = f;
+	vd->ops = ops;
+	vd->softc = softc;
+	vd->nqueues = nqueues;
+	vd->config_size = config_size;
+	vd->device_features = features | (1ull << VIRTIO_F_VERSION_1) |
+			      (1ull << VIRTIO_F_INDIRECT_DESC) | (1ull << VIRTIO_F_EVENT_IDX);
+	vd->msix_config = VIRTIO_MSI_NO_VECTOR;
+	pthread_mutex_init(&vd->lock, NULL);
+	pthread_mutex_init(&vd->ioeventfd_lock, NULL);
+	for (unsigned q = 0; q < nqueues; q++) {
+		pthread_mutex_init(&vd->queue[q].lock, NULL);
+		vd->queue[q].max_size = qsize;
+		vd->queue[q].kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (vd->queue[q].kick_fd < 0) {
+			snprintf(err, errlen, "out of eventfds");
+			return -1;
+		}
+		queue_defaults(&vd->queue[q]);
+	}
+	f->softc = vd;
+	pci_set_ids(f, VIRTIO_VENDOR, (uint16_t)(VIRTIO_DEVICE_BASE + ops->device_type),
+		    ops->pci_class, ops->pci_subclass, 0, 1);
+	pci_set_cfg(f, PCIR_SUBVEND, 2, VIRTIO_VENDOR);
+	pci_set_cfg(f, PCIR_SUBDEV, 2, ops->device_type);
+	if (pci_alloc_bar(f, VIRTIO_BAR, PCI_BAR_MEM32, REGION_SIZE) < 0 ||
+	    pci_add_msix_cap(f, nqueues + 1, VIRTIO_MSIX_BAR) < 0) {
+		snprintf(err, errlen, "no room for the virtio BARs");
+		return -1;
+	}
+	add_cap(f, CAP_COMMON, REGION_COMMON, COMMON_LEN, false);
+	add_cap(f, CAP_ISR, REGION_ISR, 4, false);
+	add_cap(f, CAP_DEVICE, REGION_DEVICE, (uint32_t)(config_size ? config_size : 4), false);
+	add_cap(f, CAP_NOTIFY, REGION_NOTIFY, nqueues * NOTIFY_MULT, true);
+	/* VIRTIO_PCI_CAP_PCI_CFG must exist (4.1.4.9); khyve leaves its
+	 * window idle, as drivers with a mapped BAR never use it. */
+	pci_add_cap(f, pcicap, sizeof(pcicap));
+	pci_enable_intx(f);
+	return 0;
+}
