@@ -12,7 +12,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CPPFLAGS := -D_GNU_SOURCE -Isrc
 CFLAGS   := -std=gnu11 $(WARN) $(OPT) -pthread -MMD -MP
 LDFLAGS  := -pthread
-LIBS     := $(shell $(PKG_CONFIG) --libs liburing 2>/dev/null || echo -luring)
+LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd 2>/dev/null || echo -luring -lmd)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 # `make V=1` shows the full commands.
@@ -83,8 +83,8 @@ $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.i
 
 # ---- the test suite ----
 check-deps:
-	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev acpica-tools \
-		qemu-system-x86 linux-image-amd64 busybox-static cpio
+	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev acpica-tools \
+		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
@@ -94,6 +94,8 @@ guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM)
 
 lab-tests: $(BUILD)/bin/khyve
 	@tests/lab/linux-boot
+	@tests/lab/devices
+	@tests/lab/net
 
 check: check-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve
@@ -103,7 +105,7 @@ check: check-deps
 	@echo "make check: all tests passed"
 
 demo:
-	@scripts/need-packages build-essential pkg-config liburing-dev qemu-system-x86 \
+	@scripts/need-packages build-essential pkg-config liburing-dev libmd-dev qemu-system-x86 \
 		linux-image-amd64 busybox-static cpio
 	@$(MAKE) --no-print-directory all
 	@scripts/demo

@@ -1,0 +1,462 @@
+/*
+ * virtio-net (virtio 1.2 section 5.1) on a tap back end:
+ * -s N,virtio-net,tapN[,mac=xx:xx:xx:xx:xx:xx][,mtu=N].
+ *
+ * The guest's virtio-net header and the tap's vnet header are the same
+ * format, so frames move between guest buffers and the tap with one
+ * readv/writev and no copy; checksum and TSO offloads are negotiated with
+ * the tap (TUNSETOFFLOAD).  Receive uses mergeable buffers: one frame may
+ * fill several descriptor chains (num_buffers).  One thread per direction.
+ * The default MAC is bhyve's: OUI 00:a0:98 and the first three bytes of
+ * MD5("SLOT-FUNC-VMNAME"), so a VM keeps its address when moved from bhyve.
+ */
+#include <errno.h>
+#include <md5.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "backend/tap.h"
+#include "bus/pci.h"
+#include "bus/virtio_pci.h"
+#include "core/machine.h"
+#include "lib/config.h"
+#include "lib/log.h"
+#include "lib/parse.h"
+
+#define VIRTIO_ID_NET 1
+
+#define VIRTIO_NET_F_CSUM       0
+#define VIRTIO_NET_F_GUEST_CSUM 1
+#define VIRTIO_NET_F_MTU        3
+#define VIRTIO_NET_F_MAC        5
+#define VIRTIO_NET_F_GUEST_TSO4 7
+#define VIRTIO_NET_F_GUEST_TSO6 8
+#define VIRTIO_NET_F_GUEST_ECN  9
+#define VIRTIO_NET_F_HOST_TSO4  11
+#define VIRTIO_NET_F_HOST_TSO6  12
+#define VIRTIO_NET_F_HOST_ECN   13
+#define VIRTIO_NET_F_MRG_RXBUF  15
+#define VIRTIO_NET_F_STATUS     16
+
+#define VIRTIO_NET_S_LINK_UP 1
+
+#define NET_HDR_LEN    12 /* struct virtio_net_hdr_v1, with num_buffers */
+#define NET_QUEUE_SIZE 256
+#define NET_RXQ        0
+#define NET_TXQ        1
+#define NET_MAX_FRAME  (65535 + 14 + 4) /* a GSO frame with its Ethernet header */
+#define NET_RX_IOV     256
+#define NET_RX_CHAINS  64
+#define NET_TX_IOV     64
+#define NET_MIN_MTU    68
+#define NET_MAX_MTU    65535
+
+struct virtio_net_config {
+	uint8_t mac[6];
+	uint16_t status;
+	uint16_t max_virtqueue_pairs;
+	uint16_t mtu;
+} __attribute__((packed));
+
+struct virtio_net {
+	struct virtio_dev vd;
+	struct tap *tap;
+	struct virtio_net_config cfg;
+	/* receive */
+	pthread_t rx_thread;
+	int rx_stop_fd;
+	bool rx_running;
+	struct iovec rx_iov[NET_RX_IOV];
+	struct vq_elem rx_elem[NET_RX_CHAINS];
+	uint8_t *rx_bounce; /* for frames when the posted buffers may be too small */
+	/* transmit */
+	struct virtio_worker tx_worker;
+	struct vq_elem tx_elem;
+	struct iovec tx_iov[NET_TX_IOV];
+};
+
+static struct ratelimit net_rl = RATELIMIT_INIT;
+
+/* ---- transmit: guest -> tap ---- */
+
+static void net_tx(struct virtio_dev *vd, unsigned qi)
+{
+	struct virtio_net *net = vd->softc;
+	struct virtqueue *vq = &vd->queue[qi].vq;
+	struct vq_elem *e = &net->tx_elem;
+	enum vq_pop_result r;
+	bool pushed = false;
+
+	while ((r = vq_pop(vq, e)) == VQ_GOT) {
+		/* Header and frame go to the tap as they are; a frame the tap
+		 * cannot take is dropped, as a full NIC queue would. */
+		if (e->nread > 0 && e->read_len > NET_HDR_LEN &&
+		    writev(tap_fd(net->tap), e->iov, (int)e->nread) < 0 && errno != EAGAIN)
+			log_ratelimited(&net_rl, LOG_DEBUG, "virtio-net: tap write: %s",
+					strerror(errno));
+		vq_push(vq, e->head, 0);
+		pushed = true;
+	}
+	if (r == VQ_ERROR)
+		virtio_needs_reset(vd, "malformed transmit chain");
+	if (pushed && vq_should_notify(vq))
+		virtio_queue_interrupt(vd, qi);
+}
+
+/* ---- receive: tap -> guest ---- */
+
+/* Gather chains until they can hold the largest frame (or one chain
+ * without mergeable buffers).  Returns the chain count, -1 on a malformed
+ * chain. */
+static int rx_gather(struct virtio_net *net, struct virtqueue *vq, bool mergeable,
+		     unsigned *niov, uint64_t *room)
+{
+	int nchains = 0;
+
+	*niov = 0;
+	*room = 0;
+	while (nchains < NET_RX_CHAINS && *room < NET_HDR_LEN + NET_MAX_FRAME &&
+	       *niov < NET_RX_IOV) {
+		struct vq_elem *e = &net->rx_elem[nchains];
+		enum vq_pop_result r;
+
+		e->iov = &net->rx_iov[*niov];
+		e->iov_cap = NET_RX_IOV - *niov;
+		r = vq_pop(vq, e);
+		if (r == VQ_ERROR)
+			return -1;
+		if (r == VQ_EMPTY)
+			break;
+		if (e->nread != 0 || e->write_len < NET_HDR_LEN) {
+			vq_unpop(vq, 1);
+			return nchains > 0 ? nchains : -1;
+		}
+		*niov += e->nwrite;
+		*room += e->write_len;
+		nchains++;
+		if (!mergeable)
+			break;
+	}
+	return nchains;
+}
+
+/* Hand `len` bytes spread over the first chains to the guest and give the
+ * unused chains back. */
+static void rx_deliver(struct virtio_net *net, struct virtqueue *vq, int nchains, size_t len,
+		       bool mergeable)
+{
+	uint16_t used = 0;
+	size_t left = len;
+
+	for (int i = 0; i < nchains && left > 0; i++) {
+		uint32_t take = (uint32_t)(left < net->rx_elem[i].write_len ? left
+									 : net->rx_elem[i].write_len);
+
+		vq_push(vq, net->rx_elem[i].head, take);
+		left -= take;
+		used++;
+	}
+	vq_unpop(vq, (unsigned)(nchains - used));
+	if (mergeable) {
+		/* num_buffers sits at offset 10 of the header, in the first chain. */
+		buf_to_iov(net->rx_elem[0].iov, net->rx_elem[0].nwrite, 10, &used, sizeof(used));
+	}
+}
+
+/*
+ * Read one frame into the gathered buffers: straight into them when they
+ * can hold any frame, else through a bounce buffer so a frame that does
+ * not fit is dropped whole rather than delivered truncated.  Returns the
+ * length, 0 for a dropped frame, -1 when the tap is empty.
+ */
+static ssize_t rx_read(struct virtio_net *net, unsigned niov, uint64_t room)
+{
+	ssize_t n;
+
+	if (room >= NET_HDR_LEN + NET_MAX_FRAME) {
+		n = readv(tap_fd(net->tap), net->rx_iov, (int)niov);
+		return n > 0 ? n : -1;
+	}
+	n = read(tap_fd(net->tap), net->rx_bounce, NET_HDR_LEN + NET_MAX_FRAME);
+	if (n <= 0)
+		return -1;
+	if ((uint64_t)n > room) {
+		log_ratelimited(&net_rl, LOG_DEBUG, "virtio-net: %zd-byte frame dropped", n);
+		return 0;
+	}
+	buf_to_iov(net->rx_iov, niov, 0, net->rx_bounce, (size_t)n);
+	return n;
+}
+
+/* Move frames until the tap is empty or buffers run out.  Returns true
+ * when it stopped for lack of guest buffers. */
+static bool rx_drain(struct virtio_net *net, struct virtio_queue *q)
+{
+	bool mergeable = virtio_has_feature(&net->vd, VIRTIO_NET_F_MRG_RXBUF);
+	bool pushed = false, starved = false;
+
+	for (;;) {
+		unsigned niov;
+		uint64_t room;
+		int nchains = rx_gather(net, &q->vq, mergeable, &niov, &room);
+		ssize_t n;
+
+		if (nchains < 0) {
+			virtio_needs_reset(&net->vd, "malformed receive chain");
+			break;
+		}
+		if (nchains == 0) {
+			starved = !vq_enable_kicks(&q->vq, true);
+			if (!starved)
+				continue; /* buffers arrived meanwhile */
+			break;
+		}
+		n = rx_read(net, niov, room);
+		if (n <= 0) {
+			vq_unpop(&q->vq, (unsigned)nchains);
+			if (n < 0)
+				break;
+			continue; /* a frame too big for the buffers was dropped */
+		}
+		rx_deliver(net, &q->vq, nchains, (size_t)n, mergeable);
+		pushed = true;
+	}
+	if (pushed && vq_should_notify(&q->vq))
+		virtio_queue_interrupt(&net->vd, NET_RXQ);
+	return starved;
+}
+
+static void *rx_main(void *arg)
+{
+	struct virtio_net *net = arg;
+	struct virtio_queue *q = &net->vd.queue[NET_RXQ];
+	struct pollfd pfd[3] = {
+		{tap_fd(net->tap), POLLIN, 0},
+		{q->kick_fd, POLLIN, 0},
+		{net->rx_stop_fd, POLLIN, 0},
+	};
+	bool starved = false;
+	uint64_t v;
+
+	for (;;) {
+		/* Without buffers, wait for the guest's kick, not the tap. */
+		pfd[0].events = starved ? 0 : POLLIN;
+		if (poll(pfd, 3, -1) < 0 && errno != EINTR)
+			break;
+		if (pfd[2].revents)
+			break;
+		if (pfd[1].revents && read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			break;
+		pthread_mutex_lock(&q->lock);
+		vq_enable_kicks(&q->vq, false);
+		starved = q->vq.ready ? rx_drain(net, q) : false;
+		pthread_mutex_unlock(&q->lock);
+	}
+	return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static void net_features_ok(struct virtio_dev *vd)
+{
+	struct virtio_net *net = vd->softc;
+
+	if (tap_set_offload(net->tap, virtio_has_feature(vd, VIRTIO_NET_F_GUEST_CSUM),
+			    virtio_has_feature(vd, VIRTIO_NET_F_GUEST_TSO4),
+			    virtio_has_feature(vd, VIRTIO_NET_F_GUEST_TSO6),
+			    virtio_has_feature(vd, VIRTIO_NET_F_GUEST_ECN)) < 0)
+		log_warn("virtio-net: %s: cannot set offloads", tap_name(net->tap));
+}
+
+static void net_start(struct virtio_dev *vd)
+{
+	struct virtio_net *net = vd->softc;
+
+	net->rx_stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (net->rx_stop_fd < 0 || pthread_create(&net->rx_thread, NULL, rx_main, net) != 0 ||
+	    virtio_worker_start(&net->tx_worker, vd, NET_TXQ, net_tx) < 0) {
+		virtio_needs_reset(vd, "cannot start queue threads");
+		return;
+	}
+	net->rx_running = true;
+}
+
+static void net_stop(struct virtio_dev *vd)
+{
+	struct virtio_net *net = vd->softc;
+	uint64_t one = 1;
+
+	virtio_worker_stop(&net->tx_worker);
+	if (net->rx_running) {
+		if (write(net->rx_stop_fd, &one, sizeof(one)) < 0)
+			log_warn("virtio-net: cannot stop the receive thread");
+		pthread_join(net->rx_thread, NULL);
+		net->rx_running = false;
+	}
+	if (net->rx_stop_fd >= 0)
+		close(net->rx_stop_fd);
+	net->rx_stop_fd = -1;
+	tap_set_offload(net->tap, false, false, false, false);
+}
+
+static void net_cfg_read(struct virtio_dev *vd, unsigned off, unsigned size, void *buf)
+{
+	struct virtio_net *net = vd->softc;
+
+	if (off + size <= sizeof(net->cfg))
+		memcpy(buf, (uint8_t *)&net->cfg + off, size);
+}
+
+static const struct virtio_ops net_ops = {
+	.name = "virtio-net",
+	.device_type = VIRTIO_ID_NET,
+	.pci_class = 0x02, /* network, Ethernet */
+	.pci_subclass = 0x00,
+	.cfg_read = net_cfg_read,
+	.start = net_start,
+	.stop = net_stop,
+	.features_ok = net_features_ok,
+};
+
+/* ---- creation ---- */
+
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+	unsigned v[6];
+	char tail;
+
+	if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+		   &tail) != 6)
+		return -1;
+	for (int i = 0; i < 6; i++)
+		mac[i] = (uint8_t)v[i];
+	/* No multicast (bit 0) and not all zeros. */
+	return (mac[0] & 1) || (v[0] | v[1] | v[2] | v[3] | v[4] | v[5]) == 0 ? -1 : 0;
+}
+
+static void default_mac(const struct pci_func *f, const char *vmname, uint8_t mac[6])
+{
+	char key[80];
+	uint8_t digest[MD5_DIGEST_LENGTH];
+	MD5_CTX ctx;
+
+	snprintf(key, sizeof(key), "%d-%d-%s", f->slot, f->func, vmname ? vmname : "");
+	MD5Init(&ctx);
+	MD5Update(&ctx, (const uint8_t *)key, strlen(key));
+	MD5Final(digest, &ctx);
+	mac[0] = 0x00;
+	mac[1] = 0xa0;
+	mac[2] = 0x98;
+	memcpy(mac + 3, digest, 3);
+}
+
+static int net_legacy_config(struct config_node *node, const char *conf, char *err,
+			     size_t errlen)
+{
+	char *copy, *tok, *save = NULL;
+	int rc = 0, first = 1;
+
+	if (conf == NULL || *conf == '\0')
+		return 0; /* a NIC without a back end, as bhyve allows */
+	copy = strdup(conf);
+	if (copy == NULL)
+		return -1;
+	for (tok = strtok_r(copy, ",", &save); tok != NULL && rc == 0;
+	     tok = strtok_r(NULL, ",", &save), first = 0) {
+		char *eq = strchr(tok, '=');
+
+		if (first && eq == NULL) {
+			rc = config_node_set(node, "backend", tok);
+			continue;
+		}
+		if (eq != NULL)
+			*eq = '\0';
+		rc = config_node_set(node, tok, eq ? eq + 1 : "true");
+		if (rc < 0)
+			snprintf(err, errlen, "bad network option '%s'", tok);
+	}
+	free(copy);
+	return rc;
+}
+
+static int net_configure(struct virtio_net *net, struct pci_func *f, struct config_node *node,
+			 const char *vmname, uint64_t *features, char *err, size_t errlen)
+{
+	const char *mac = config_node_get(node, "mac"), *mtu = config_node_get(node, "mtu");
+	uint64_t v;
+
+	if (mac != NULL && parse_mac(mac, net->cfg.mac) < 0) {
+		snprintf(err, errlen, "bad mac '%s' (want xx:xx:xx:xx:xx:xx, unicast)", mac);
+		return -1;
+	}
+	if (mac == NULL)
+		default_mac(f, vmname, net->cfg.mac);
+	net->cfg.status = VIRTIO_NET_S_LINK_UP;
+	net->cfg.max_virtqueue_pairs = 1;
+	if (mtu != NULL) {
+		if (parse_uint(mtu, NET_MIN_MTU, NET_MAX_MTU, &v) < 0) {
+			snprintf(err, errlen, "bad mtu '%s' (want %d-%d)", mtu, NET_MIN_MTU,
+				 NET_MAX_MTU);
+			return -1;
+		}
+		net->cfg.mtu = (uint16_t)v;
+		*features |= 1ull << VIRTIO_NET_F_MTU;
+	}
+	return 0;
+}
+
+static int net_init(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
+		    size_t errlen)
+{
+	struct virtio_net *net = calloc(1, sizeof(*net));
+	const char *backend = config_node_get(node, "backend");
+	uint64_t features = (1ull << VIRTIO_NET_F_CSUM) | (1ull << VIRTIO_NET_F_GUEST_CSUM) |
+			    (1ull << VIRTIO_NET_F_MAC) | (1ull << VIRTIO_NET_F_GUEST_TSO4) |
+			    (1ull << VIRTIO_NET_F_GUEST_TSO6) | (1ull << VIRTIO_NET_F_GUEST_ECN) |
+			    (1ull << VIRTIO_NET_F_HOST_TSO4) | (1ull << VIRTIO_NET_F_HOST_TSO6) |
+			    (1ull << VIRTIO_NET_F_HOST_ECN) | (1ull << VIRTIO_NET_F_MRG_RXBUF) |
+			    (1ull << VIRTIO_NET_F_STATUS);
+
+	if (net == NULL)
+		return -1;
+	net->rx_stop_fd = -1;
+	net->rx_bounce = malloc(NET_HDR_LEN + NET_MAX_FRAME);
+	if (net->rx_bounce == NULL) {
+		free(net);
+		return -1;
+	}
+	net->tx_elem.iov = net->tx_iov;
+	net->tx_elem.iov_cap = NET_TX_IOV;
+	if (net_configure(net, f, node, m->name, &features, err, errlen) < 0)
+		goto fail;
+	if (backend == NULL || (strncmp(backend, "tap", 3) != 0 && strncmp(backend, "vmnet", 5) != 0)) {
+		snprintf(err, errlen, "want a tap back end (tapN), not '%s'", backend ? backend : "");
+		goto fail;
+	}
+	net->tap = tap_open(backend, NET_HDR_LEN, err, errlen);
+	if (net->tap == NULL)
+		goto fail;
+	if (net->cfg.mtu != 0 && tap_set_mtu(net->tap, net->cfg.mtu) < 0)
+		log_warn("virtio-net: cannot set the MTU of %s", backend);
+	return virtio_pci_init(&net->vd, f, &net_ops, net, 2, NET_QUEUE_SIZE, features,
+			       sizeof(net->cfg), err, errlen);
+fail:
+	tap_close(net->tap);
+	free(net->rx_bounce);
+	free(net);
+	return -1;
+}
+
+PCI_DEVEMU(virtio_net) = {
+	.name = "virtio-net",
+	.legacy_config = net_legacy_config,
+	.init = net_init,
+	.bar_read = virtio_pci_bar_read,
+	.bar_write = virtio_pci_bar_write,
+	.bar_moved = virtio_pci_bar_moved,
+};
