@@ -39,7 +39,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: all clean check check-deps unit guest-tests lab-tests demo format
+.PHONY: all clean check check-deps unit guest-tests lab-tests demo format bench
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve
@@ -80,6 +80,13 @@ $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.i
 	$(call say,GUEST,$@)$(CC) -c -nostdlib -ffreestanding -Itests/guests -o $(@:.rom=.o) $<
 	$(Q)ld -m elf_x86_64 -T tests/guests/rom.ld -o $(@:.rom=.elf) $(@:.rom=.o)
 	$(Q)objcopy -O binary $(@:.rom=.elf) $@
+
+# ---- benchmarks (not tests: they print ratios, see bench/) ----
+$(BUILD)/bin/blk-harness: bench/blk_harness.c $(CORE_OBJ)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(CORE_OBJ) $(LIBS) $(LDFLAGS)
+
+bench: all $(BUILD)/bin/blk-harness
 
 # ---- the test suite ----
 check-deps:

@@ -1,13 +1,18 @@
 #include "core/mevent.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
+struct mevent;
+
 struct mevent_loop {
 	int epfd;
 	volatile bool stop;
+	pthread_mutex_t lock; /* guards the list of events */
+	struct mevent *events;
 };
 
 struct mevent {
@@ -16,6 +21,7 @@ struct mevent {
 	uint32_t events;
 	mevent_cb_t cb;
 	void *arg;
+	struct mevent *next, *prev;
 };
 
 struct mevent_loop *mevent_loop_create(void)
@@ -29,6 +35,7 @@ struct mevent_loop *mevent_loop_create(void)
 		free(loop);
 		return NULL;
 	}
+	pthread_mutex_init(&loop->lock, NULL);
 	return loop;
 }
 
@@ -36,7 +43,14 @@ void mevent_loop_free(struct mevent_loop *loop)
 {
 	if (loop == NULL)
 		return;
+	while (loop->events != NULL) {
+		struct mevent *ev = loop->events;
+
+		loop->events = ev->next;
+		free(ev);
+	}
 	close(loop->epfd);
+	pthread_mutex_destroy(&loop->lock);
 	free(loop);
 }
 
@@ -48,20 +62,37 @@ struct mevent *mevent_add(struct mevent_loop *loop, int fd, uint32_t events, mev
 
 	if (ev == NULL)
 		return NULL;
-	*ev = (struct mevent){loop, fd, events, cb, arg};
+	*ev = (struct mevent){loop, fd, events, cb, arg, NULL, NULL};
 	ee.data.ptr = ev;
 	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ee) < 0) {
 		free(ev);
 		return NULL;
 	}
+	pthread_mutex_lock(&loop->lock);
+	ev->next = loop->events;
+	if (loop->events != NULL)
+		loop->events->prev = ev;
+	loop->events = ev;
+	pthread_mutex_unlock(&loop->lock);
 	return ev;
 }
 
 void mevent_delete(struct mevent *ev)
 {
+	struct mevent_loop *loop;
+
 	if (ev == NULL)
 		return;
-	epoll_ctl(ev->loop->epfd, EPOLL_CTL_DEL, ev->fd, NULL);
+	loop = ev->loop;
+	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, ev->fd, NULL);
+	pthread_mutex_lock(&loop->lock);
+	if (ev->prev != NULL)
+		ev->prev->next = ev->next;
+	else
+		loop->events = ev->next;
+	if (ev->next != NULL)
+		ev->next->prev = ev->prev;
+	pthread_mutex_unlock(&loop->lock);
 	free(ev);
 }
 

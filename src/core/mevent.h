@@ -15,7 +15,8 @@ struct mevent;
 /* Called on the loop thread when `fd` is ready; `events` are EPOLL* bits. */
 typedef void (*mevent_cb_t)(int fd, uint32_t events, void *arg);
 
-/* Create / free a loop.  NULL on failure (errno set). */
+/* Create / free a loop (freeing also frees every event still on it).
+ * NULL on failure (errno set). */
 struct mevent_loop *mevent_loop_create(void);
 void mevent_loop_free(struct mevent_loop *loop);
 

@@ -238,6 +238,7 @@ int vmrun(uint64_t start_ns)
 		machine_request_exit(&m, KHYVE_EXIT_ERROR);
 	vcpu_threads_join(&m);
 	code = __atomic_load_n(&m.exit_code, __ATOMIC_SEQ_CST);
+	mevent_loop_free(m.loop);
 	vm_destroy(&m.vm);
 	return code;
 }
