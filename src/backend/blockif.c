@@ -5,6 +5,7 @@
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <liburing.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@
 #include "lib/parse.h"
 
 #define POOL_THREADS 4
+/* user_data values below this are watch tags, not request pointers. */
+#define WATCH_DATA_MAX 256
 
 struct blockif {
 	int fd;
@@ -35,6 +38,10 @@ struct blockif_ctx {
 	struct blockif_req *quick_head, *quick_tail;
 	/* io_uring */
 	struct io_uring ring;
+	/* watched fds (blockif_ctx_watch) */
+	int watch_fd[BLOCKIF_MAX_WATCH];
+	uint32_t watch_tag[BLOCKIF_MAX_WATCH];
+	unsigned nwatch;
 	/* thread pool */
 	pthread_t threads[POOL_THREADS];
 	unsigned nthreads;
@@ -375,20 +382,58 @@ static bool uring_complete(struct blockif_ctx *ctx, struct blockif_req *req, int
 	return false;
 }
 
-static unsigned uring_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max)
+/* (Re-)arm a poll for watch `i`: multishot where the kernel has it. */
+static void uring_arm_watch(struct blockif_ctx *ctx, unsigned i)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ctx->ring);
+
+	if (sqe == NULL) {
+		io_uring_submit(&ctx->ring);
+		sqe = io_uring_get_sqe(&ctx->ring);
+		if (sqe == NULL)
+			return;
+	}
+	io_uring_prep_poll_multishot(sqe, ctx->watch_fd[i], POLLIN);
+	io_uring_sqe_set_data64(sqe, ctx->watch_tag[i]);
+}
+
+static void uring_watch_fired(struct blockif_ctx *ctx, const struct io_uring_cqe *cqe,
+			      uint32_t *fired)
+{
+	uint32_t tag = (uint32_t)io_uring_cqe_get_data64(cqe);
+
+	if (fired != NULL)
+		*fired |= tag;
+	/* Not (or no longer) multishot: arm it again. */
+	if (!(cqe->flags & IORING_CQE_F_MORE)) {
+		for (unsigned i = 0; i < ctx->nwatch; i++)
+			if (ctx->watch_tag[i] == tag)
+				uring_arm_watch(ctx, i);
+	}
+}
+
+static unsigned uring_drain(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
+			    uint32_t *fired)
 {
 	struct io_uring_cqe *cqe;
 	unsigned n = 0;
 
 	while (n < max && io_uring_peek_cqe(&ctx->ring, &cqe) == 0) {
-		struct blockif_req *req = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
+		uint64_t data = io_uring_cqe_get_data64(cqe);
+		struct io_uring_cqe copy = *cqe;
 
 		io_uring_cqe_seen(&ctx->ring, cqe);
-		if (uring_complete(ctx, req, res))
-			out[n++] = req;
+		if (data < WATCH_DATA_MAX)
+			uring_watch_fired(ctx, &copy, fired);
+		else if (uring_complete(ctx, (struct blockif_req *)(uintptr_t)data, copy.res))
+			out[n++] = (struct blockif_req *)(uintptr_t)data;
 	}
 	return n;
+}
+
+static unsigned uring_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max)
+{
+	return uring_drain(ctx, out, max, NULL);
 }
 
 static int uring_setup(struct blockif_ctx *ctx)
@@ -563,6 +608,73 @@ void blockif_submit(struct blockif_ctx *ctx)
 	pthread_cond_broadcast(&ctx->cond);
 	pthread_mutex_unlock(&ctx->lock);
 	ctx->staged_head = ctx->staged_tail = NULL;
+}
+
+int blockif_ctx_watch(struct blockif_ctx *ctx, int fd, uint32_t tag)
+{
+	unsigned i = ctx->nwatch;
+
+	if (i == BLOCKIF_MAX_WATCH || tag == 0 || tag >= WATCH_DATA_MAX)
+		return -1;
+	ctx->watch_fd[i] = fd;
+	ctx->watch_tag[i] = tag;
+	ctx->nwatch++;
+	if (ctx->uring)
+		uring_arm_watch(ctx, i);
+	return 0;
+}
+
+static unsigned take_quick(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max)
+{
+	unsigned n = 0;
+
+	while (n < max && ctx->quick_head != NULL) {
+		out[n++] = ctx->quick_head;
+		ctx->quick_head = ctx->quick_head->next;
+	}
+	if (ctx->quick_head == NULL)
+		ctx->quick_tail = NULL;
+	return n;
+}
+
+static unsigned uring_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
+			   uint32_t *fired)
+{
+	unsigned n = take_quick(ctx, out, max);
+
+	/* Sleep only when nothing is ready yet. */
+	if (n == 0 && io_uring_cq_ready(&ctx->ring) == 0)
+		io_uring_submit_and_wait(&ctx->ring, 1);
+	else
+		io_uring_submit(&ctx->ring);
+	return n + uring_drain(ctx, out + n, max - n, fired);
+}
+
+static unsigned pool_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
+			  uint32_t *fired)
+{
+	struct pollfd pfd[BLOCKIF_MAX_WATCH + 1];
+	unsigned n;
+
+	blockif_submit(ctx);
+	n = blockif_reap(ctx, out, max);
+	pfd[0] = (struct pollfd){ctx->efd, POLLIN, 0};
+	for (unsigned i = 0; i < ctx->nwatch; i++)
+		pfd[i + 1] = (struct pollfd){ctx->watch_fd[i], POLLIN, 0};
+	if (poll(pfd, ctx->nwatch + 1, n > 0 ? 0 : -1) < 0)
+		return n;
+	for (unsigned i = 0; i < ctx->nwatch; i++)
+		if (pfd[i + 1].revents)
+			*fired |= ctx->watch_tag[i];
+	if (n == 0 && pfd[0].revents)
+		n = blockif_reap(ctx, out, max);
+	return n;
+}
+
+unsigned blockif_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
+		      uint32_t *fired)
+{
+	return ctx->uring ? uring_wait(ctx, out, max, fired) : pool_wait(ctx, out, max, fired);
 }
 
 unsigned blockif_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max)

@@ -95,6 +95,25 @@ void blockif_submit(struct blockif_ctx *ctx);
  * the readiness of blockif_ctx_fd() when it returns fewer than `max`. */
 unsigned blockif_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max);
 
+/*
+ * Event-driven use, for a thread that serves one queue: also wake
+ * blockif_wait() when `fd` is readable and report `tag` (1-255, one bit per
+ * watch: use powers of two).  At most BLOCKIF_MAX_WATCH watches.  0 or -1.
+ */
+#define BLOCKIF_MAX_WATCH 4
+int blockif_ctx_watch(struct blockif_ctx *ctx, int fd, uint32_t tag);
+
+/*
+ * Submit what is queued, then sleep until a request finishes or a watched
+ * fd is readable (unless something is already waiting).  Finished requests
+ * go to `out` (at most `max`), the tags of readable watches are OR-ed into
+ * *fired.  Returns the number of finished requests.  With io_uring this
+ * is one io_uring_enter(2) per round trip; completions and wake-ups need no
+ * eventfd hops.
+ */
+unsigned blockif_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
+		      uint32_t *fired);
+
 /* Name of the engine in use: "io_uring" or "threads". */
 const char *blockif_ctx_engine(const struct blockif_ctx *ctx);
 

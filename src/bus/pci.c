@@ -123,8 +123,9 @@ int pci_alloc_bar(struct pci_func *f, int idx, enum pci_bar_type type, uint64_t 
 	struct pci_bar *b;
 	int rc;
 
-	if (idx < 0 || idx >= PCI_NBARS || (type == PCI_BAR_MEM64 && idx == PCI_NBARS - 1) ||
-	    f->bar[idx].type != PCI_BAR_NONE)
+	if (idx < 0 || idx >= PCI_NBARS || f->bar[idx].type != PCI_BAR_NONE ||
+	    (type == PCI_BAR_MEM64 &&
+	     (idx == PCI_NBARS - 1 || f->bar[idx + 1].type != PCI_BAR_NONE)))
 		return -1;
 	b = &f->bar[idx];
 	size = roundup_pow2(size < (type == PCI_BAR_IO ? 4 : 16) ? (type == PCI_BAR_IO ? 4 : 16)
@@ -142,6 +143,8 @@ int pci_alloc_bar(struct pci_func *f, int idx, enum pci_bar_type type, uint64_t 
 	b->type = type;
 	b->size = size;
 	b->prefetch = type == PCI_BAR_MEM64;
+	if (type == PCI_BAR_MEM64)
+		f->bar[idx + 1].type = PCI_BAR_MEM64_HI;
 	bar_store_register(f, idx);
 	return 0;
 }
@@ -190,7 +193,7 @@ static bool bar_decoding(const struct pci_func *f, const struct pci_bar *b)
 		return cmd & PCIM_CMD_IO;
 	if (b->type == PCI_BAR_ROM)
 		return (cmd & PCIM_CMD_MEM) && (pci_get_cfg(f, PCIR_ROM, 4) & 1);
-	return b->type != PCI_BAR_NONE && (cmd & PCIM_CMD_MEM);
+	return b->type != PCI_BAR_NONE && b->type != PCI_BAR_MEM64_HI && (cmd & PCIM_CMD_MEM);
 }
 
 static void bar_unmap(struct pci_func *f, struct pci_bar *b)
@@ -227,7 +230,7 @@ static void bars_update(struct pci_func *f)
 	for (int i = 0; i <= PCI_ROM_BAR; i++) {
 		struct pci_bar *b = &f->bar[i];
 
-		if (b->type == PCI_BAR_NONE)
+		if (b->type == PCI_BAR_NONE || b->type == PCI_BAR_MEM64_HI)
 			continue;
 		if (bar_decoding(f, b))
 			bar_map(f, b);
@@ -244,11 +247,11 @@ static void bar_register_write(struct pci_func *f, int idx, uint32_t val)
 	struct pci_bar *b = &f->bar[idx];
 	uint64_t addr;
 
-	if (b->type == PCI_BAR_NONE) {
-		struct pci_bar *lo = idx > 0 ? &f->bar[idx - 1] : NULL;
+	if (b->type == PCI_BAR_NONE)
+		return; /* unimplemented BAR: reads as 0 */
+	if (b->type == PCI_BAR_MEM64_HI) {
+		struct pci_bar *lo = &f->bar[idx - 1];
 
-		if (lo == NULL || lo->type != PCI_BAR_MEM64)
-			return; /* unimplemented BAR: reads as 0 */
 		addr = ((uint64_t)val << 32) | (lo->addr & 0xffffffffull);
 		addr &= ~(lo->size - 1);
 		b = lo;
@@ -285,7 +288,7 @@ static void rom_register_write(struct pci_func *f, uint32_t val)
 
 uint8_t pci_add_cap(struct pci_func *f, const uint8_t *cap, unsigned len)
 {
-	uint8_t off = f->cap_end ? f->cap_end : 0x40;
+	unsigned off = f->cap_end ? f->cap_end : 0x40;
 	uint8_t ptr;
 
 	if (len < 2 || off + len > 256)
@@ -294,16 +297,16 @@ uint8_t pci_add_cap(struct pci_func *f, const uint8_t *cap, unsigned len)
 	f->cfg[off + 1] = 0;
 	/* Link it at the end of the list. */
 	if (!(pci_get_cfg(f, PCIR_STATUS, 2) & PCIM_STATUS_CAPS)) {
-		f->cfg[PCIR_CAP_PTR] = off;
+		f->cfg[PCIR_CAP_PTR] = (uint8_t)off;
 		pci_set_cfg(f, PCIR_STATUS, 2, pci_get_cfg(f, PCIR_STATUS, 2) | PCIM_STATUS_CAPS);
 	} else {
 		ptr = f->cfg[PCIR_CAP_PTR];
 		while (f->cfg[ptr + 1] != 0)
 			ptr = f->cfg[ptr + 1];
-		f->cfg[ptr + 1] = off;
+		f->cfg[ptr + 1] = (uint8_t)off;
 	}
-	f->cap_end = (uint8_t)((off + len + 3) & ~3);
-	return off;
+	f->cap_end = (off + len + 3) & ~3u;
+	return (uint8_t)off;
 }
 
 /* ---- INTx ---- */
@@ -665,11 +668,15 @@ static bool generic_cfg_write(struct pci_func *f, unsigned off, unsigned size, u
 		if (dw == 0x0c)
 			pci_set_cfg(f, 0x0d, 1, (merged >> 8) & 0xff);
 	} else if (f->msi.cap && in_range(off, size, f->msi.cap + 2, 12)) {
-		/* control (enable, MME), address, data: writable */
+		/* address and data are writable; of control only the enable bit
+		 * and Multiple Message Enable (bits 6:4) */
 		unsigned s = off < f->msi.cap + 2u ? f->msi.cap + 2u : off;
+		uint16_t ctrl = (uint16_t)pci_get_cfg(f, f->msi.cap + 2, 2);
 
 		for (; s < off + size && s < f->msi.cap + 14u; s++)
 			f->cfg[s] = (uint8_t)(val >> (8 * (s - off)));
+		ctrl = (uint16_t)((ctrl & ~0x0071u) | (pci_get_cfg(f, f->msi.cap + 2, 2) & 0x0071u));
+		pci_set_cfg(f, f->msi.cap + 2, 2, ctrl);
 		msi_ctrl_write(f);
 		*vectors_changed = true;
 	} else if (f->msix.cap && in_range(off, size, f->msix.cap + 3, 1)) {
@@ -690,7 +697,7 @@ uint32_t pci_cfg_read(unsigned bus, unsigned slot, unsigned func, unsigned off, 
 	struct pci_func *f = lookup(bus, slot, func);
 	uint32_t v;
 
-	if (f == NULL || off + size > PCI_CFG_SIZE || size == 0 || size > 4)
+	if (f == NULL || off >= PCI_CFG_SIZE || size == 0 || size > 4 || size > PCI_CFG_SIZE - off)
 		return size >= 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
 	pthread_mutex_lock(&f->cfg_lock);
 	if (f->de->cfg_read == NULL || f->de->cfg_read(f, off, size, &v) != 0)
@@ -705,7 +712,7 @@ void pci_cfg_write(unsigned bus, unsigned slot, unsigned func, unsigned off, uns
 	struct pci_func *f = lookup(bus, slot, func);
 	bool changed = false;
 
-	if (f == NULL || off + size > PCI_CFG_SIZE || size == 0 || size > 4)
+	if (f == NULL || off >= PCI_CFG_SIZE || size == 0 || size > 4 || size > PCI_CFG_SIZE - off)
 		return;
 	/* Accesses never straddle a dword on real hardware; drop those that do. */
 	if ((off & 3) + size > 4)

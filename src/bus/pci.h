@@ -66,6 +66,7 @@ enum pci_bar_type {
 	PCI_BAR_IO,
 	PCI_BAR_MEM32,
 	PCI_BAR_MEM64, /* occupies this BAR and the next */
+	PCI_BAR_MEM64_HI, /* the upper half of the 64-bit BAR before it */
 	PCI_BAR_ROM,
 };
 
@@ -101,7 +102,7 @@ struct pci_func {
 	pthread_mutex_t cfg_lock; /* config space and BAR/MSI state */
 	uint8_t cfg[PCI_CFG_SIZE];
 	struct pci_bar bar[PCI_NBARS + 1];
-	uint8_t cap_end; /* where the next capability goes */
+	unsigned cap_end; /* where the next capability goes (0: at 0x40) */
 
 	/* INTx */
 	int intx_gsi; /* -1 without INTx */

@@ -168,8 +168,9 @@ static void device_reset(struct virtio_dev *vd)
 {
 	uint64_t drain;
 
-	if (vd->status & VIRTIO_STATUS_DRIVER_OK)
+	if (vd->started)
 		vd->ops->stop(vd);
+	vd->started = false;
 	vd->status = 0;
 	ioeventfd_update(vd); /* not running: removes them all */
 	for (unsigned q = 0; q < vd->nqueues; q++) {
@@ -207,6 +208,8 @@ static void status_write(struct virtio_dev *vd, uint8_t val)
 		device_reset(vd);
 		return;
 	}
+	/* Only a reset clears bits (2.1.1: the driver MUST NOT clear them). */
+	val |= old;
 	if ((val & VIRTIO_STATUS_FEATURES_OK) && !(old & VIRTIO_STATUS_FEATURES_OK)) {
 		if (!features_acceptable(vd))
 			val &= (uint8_t)~VIRTIO_STATUS_FEATURES_OK; /* the driver reads it back */
@@ -215,8 +218,9 @@ static void status_write(struct virtio_dev *vd, uint8_t val)
 	}
 	__atomic_store_n(&vd->status, (uint8_t)(val & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET),
 			 __ATOMIC_SEQ_CST);
-	if ((val & VIRTIO_STATUS_DRIVER_OK) && !(old & VIRTIO_STATUS_DRIVER_OK)) {
+	if ((val & VIRTIO_STATUS_DRIVER_OK) && !vd->started) {
 		ioeventfd_update(vd);
+		vd->started = true;
 		vd->ops->start(vd);
 	}
 }
@@ -326,7 +330,9 @@ static void queue_field_write(struct virtio_dev *vd, unsigned off, unsigned size
 	} else if (off == CC_Q_ENABLE && size == 2) {
 		if (val == 1)
 			queue_enable(vd, q);
-	} else if (off >= CC_Q_DESC && off + size <= CC_Q_DEVICE + 8) {
+	} else if (off >= CC_Q_DESC && off + size <= CC_Q_DEVICE + 8 &&
+		   (off - CC_Q_DESC) % 8 + size <= 8) {
+		/* Each access stays inside one 64-bit address field. */
 		uint64_t *field = off < CC_Q_DRIVER ? &q->desc : off < CC_Q_DEVICE ? &q->driver
 										 : &q->device;
 

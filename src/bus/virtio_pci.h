@@ -84,6 +84,7 @@ struct virtio_dev {
 	 * PCI config lock (BAR moves), never the other way round. */
 	pthread_mutex_t ioeventfd_lock;
 	bool needs_reset;
+	bool started; /* ops->start ran and ops->stop has not */
 	uint64_t device_features;
 	uint64_t driver_features;
 	uint32_t device_feature_select, driver_feature_select;

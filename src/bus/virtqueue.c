@@ -140,14 +140,18 @@ enum vq_pop_result vq_pop(struct virtqueue *vq, struct vq_elem *e)
 	if (idx == vq->last_avail)
 		return VQ_EMPTY;
 	/* More entries than the ring holds means a corrupt index. */
-	if ((uint16_t)(idx - vq->last_avail) > vq->size)
+	if ((uint16_t)(idx - vq->last_avail) > vq->size) {
+		vq->ready = false;
 		return VQ_ERROR;
+	}
 	head = ring_load(&vq->avail[2 + (vq->last_avail & (vq->size - 1))]);
 	e->head = head;
 	e->nread = e->nwrite = 0;
 	e->read_len = e->write_len = 0;
-	if (walk_chain(vq, e, head) < 0)
+	if (walk_chain(vq, e, head) < 0) {
+		vq->ready = false; /* broken: nothing more until the driver resets */
 		return VQ_ERROR;
+	}
 	vq->last_avail++;
 	return VQ_GOT;
 }

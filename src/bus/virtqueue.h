@@ -83,7 +83,8 @@ int vq_init(struct virtqueue *vq, const struct guest_mem *gm, uint16_t size, uin
 /* Forget the rings (device reset / queue reset). */
 void vq_reset(struct virtqueue *vq);
 
-/* Take the next available chain into `e`. */
+/* Take the next available chain into `e`.  VQ_ERROR also marks the queue
+ * not ready, so a malformed chain is never retried (no busy loop). */
 enum vq_pop_result vq_pop(struct virtqueue *vq, struct vq_elem *e);
 
 /* Give back the last `n` popped chains that were not used (in order). */

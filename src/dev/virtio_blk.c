@@ -9,7 +9,6 @@
  * completed, and FLUSH only after fdatasync(2) succeeded.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,24 +291,21 @@ static uint8_t status_of(int result)
 	return result == -EOPNOTSUPP ? VIRTIO_BLK_S_UNSUPP : VIRTIO_BLK_S_IOERR;
 }
 
-/* Reap finished I/O; returns how many requests completed. */
-static unsigned reap(struct blk_queue *bq, bool push)
+/* Return finished requests to the guest (or only count them when the
+ * rings are going away). */
+static void finish_batch(struct blk_queue *bq, struct blockif_req **done, unsigned n, bool push)
 {
-	struct blockif_req *done[BLK_REAP_BATCH];
-	unsigned n, total = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct blk_req *r = (struct blk_req *)done[i];
 
-	do {
-		n = blockif_reap(bq->ctx, done, BLK_REAP_BATCH);
-		for (unsigned i = 0; i < n; i++) {
-			struct blk_req *r = (struct blk_req *)done[i];
-
-			bq->inflight--;
-			if (push)
-				complete(bq, r, status_of(r->br.result));
+		bq->inflight--;
+		if (push)
+			complete(bq, r, status_of(r->br.result));
+		else {
+			r->next_free = bq->free;
+			bq->free = r;
 		}
-		total += n;
-	} while (n == BLK_REAP_BATCH);
-	return total;
+	}
 }
 
 /* ---- the queue thread ---- */
@@ -350,44 +346,53 @@ static void notify_if_needed(struct blk_queue *bq)
 /* On stop: let in-flight I/O finish before the rings go away. */
 static void drain(struct blk_queue *bq)
 {
-	struct pollfd p = {blockif_ctx_fd(bq->ctx), POLLIN, 0};
+	struct blockif_req *done[BLK_REAP_BATCH];
+	uint32_t fired;
 
-	while (bq->inflight > 0) {
-		if (reap(bq, false) == 0)
-			poll(&p, 1, 100);
-	}
+	while (bq->inflight > 0)
+		finish_batch(bq, done, blockif_wait(bq->ctx, done, BLK_REAP_BATCH, &fired), false);
 }
 
+#define WATCH_KICK 1
+#define WATCH_STOP 2
+
+/*
+ * The queue thread: one blockif_wait() per round submits what was queued
+ * and sleeps until I/O completes, the guest kicks or the device stops.
+ */
 static void *queue_main(void *arg)
 {
 	struct blk_queue *bq = arg;
 	struct virtio_queue *q = &bq->blk->vd.queue[bq->qi];
-	struct pollfd pfd[3];
+	struct blockif_req *done[BLK_REAP_BATCH];
 	char err[256];
 	uint64_t v;
 
-	/* The ring belongs to the thread that submits to it (io_uring's
-	 * SINGLE_ISSUER), so it is made here. */
+	/* The ring belongs to the thread that submits to it, so it is made here. */
 	bq->ctx = blockif_ctx_create(bq->blk->bi, BLK_QUEUE_SIZE, err, sizeof(err));
-	if (bq->ctx == NULL) {
-		virtio_needs_reset(&bq->blk->vd, err);
+	if (bq->ctx == NULL || blockif_ctx_watch(bq->ctx, q->kick_fd, WATCH_KICK) < 0 ||
+	    blockif_ctx_watch(bq->ctx, bq->stop_fd, WATCH_STOP) < 0) {
+		virtio_needs_reset(&bq->blk->vd, bq->ctx ? "cannot watch the queue" : err);
+		blockif_ctx_destroy(bq->ctx);
+		bq->ctx = NULL;
 		return NULL;
 	}
-	pfd[0] = (struct pollfd){q->kick_fd, POLLIN, 0};
-	pfd[1] = (struct pollfd){blockif_ctx_fd(bq->ctx), POLLIN, 0};
-	pfd[2] = (struct pollfd){bq->stop_fd, POLLIN, 0};
-
+	pthread_mutex_lock(&q->lock);
+	process_avail(bq); /* requests queued before DRIVER_OK */
+	pthread_mutex_unlock(&q->lock);
 	for (;;) {
-		if (poll(pfd, 3, -1) < 0 && errno != EINTR)
+		uint32_t fired = 0;
+		unsigned n = blockif_wait(bq->ctx, done, BLK_REAP_BATCH, &fired);
+
+		if (fired & WATCH_STOP) {
+			finish_batch(bq, done, n, false);
 			break;
-		if (pfd[2].revents)
-			break;
-		pthread_mutex_lock(&q->lock);
-		if (pfd[1].revents && reap(bq, true) > 0) {
-			notify_if_needed(bq);
-			process_avail(bq); /* slots were freed */
 		}
-		if (pfd[0].revents && read(q->kick_fd, &v, sizeof(v)) >= 0)
+		pthread_mutex_lock(&q->lock);
+		finish_batch(bq, done, n, true);
+		if ((fired & WATCH_KICK) && read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			log_ratelimited(&blk_rl, LOG_WARN, "virtio-blk: kick read failed");
+		if (n > 0 || (fired & WATCH_KICK))
 			process_avail(bq);
 		notify_if_needed(bq);
 		pthread_mutex_unlock(&q->lock);
@@ -400,8 +405,6 @@ static void *queue_main(void *arg)
 
 static int queue_start(struct blk_queue *bq)
 {
-	uint64_t one = 1;
-
 	bq->reqs = calloc(BLK_QUEUE_SIZE, sizeof(*bq->reqs));
 	bq->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (bq->reqs == NULL || bq->stop_fd < 0)
@@ -417,8 +420,7 @@ static int queue_start(struct blk_queue *bq)
 	if (pthread_create(&bq->thread, NULL, queue_main, bq) != 0)
 		return -1;
 	bq->running = true;
-	/* Requests queued before DRIVER_OK need no kick to be seen. */
-	return write(bq->blk->vd.queue[bq->qi].kick_fd, &one, sizeof(one)) < 0 ? -1 : 0;
+	return 0;
 }
 
 static void queue_stop(struct blk_queue *bq)
