@@ -677,6 +677,29 @@ unsigned blockif_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigne
 	return ctx->uring ? uring_wait(ctx, out, max, fired) : pool_wait(ctx, out, max, fired);
 }
 
+unsigned blockif_poll(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
+		      uint32_t *fired)
+{
+	unsigned n;
+
+	if (!ctx->uring) {
+		blockif_submit(ctx);
+		return blockif_reap(ctx, out, max);
+	}
+	n = take_quick(ctx, out, max);
+	io_uring_submit(&ctx->ring);
+	return n + uring_drain(ctx, out + n, max - n, fired);
+}
+
+bool blockif_ready(struct blockif_ctx *ctx)
+{
+	if (ctx->quick_head != NULL)
+		return true;
+	if (ctx->uring)
+		return io_uring_cq_ready(&ctx->ring) > 0;
+	return __atomic_load_n(&ctx->done_head, __ATOMIC_ACQUIRE) != NULL;
+}
+
 unsigned blockif_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max)
 {
 	uint64_t v;

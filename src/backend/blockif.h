@@ -114,6 +114,14 @@ int blockif_ctx_watch(struct blockif_ctx *ctx, int fd, uint32_t tag);
 unsigned blockif_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
 		      uint32_t *fired);
 
+/* The same without sleeping: submit, then take what is already there. */
+unsigned blockif_poll(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
+		      uint32_t *fired);
+
+/* True when blockif_poll() would return something (cheap: no syscall with
+ * io_uring). */
+bool blockif_ready(struct blockif_ctx *ctx);
+
 /* Name of the engine in use: "io_uring" or "threads". */
 const char *blockif_ctx_engine(const struct blockif_ctx *ctx);
 

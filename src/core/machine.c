@@ -36,10 +36,17 @@ void machine_intx_level(struct machine *m, unsigned gsi, bool asserted)
 	if (gsi >= IOAPIC_NPINS)
 		return;
 	pthread_mutex_lock(&lock);
-	if (asserted && count[gsi]++ == 0)
-		vm_irq_line(&m->vm, gsi, 1);
-	else if (!asserted && count[gsi] > 0 && --count[gsi] == 0)
-		vm_irq_line(&m->vm, gsi, 0);
+	if (asserted && count[gsi]++ == 0) {
+		if (m->intx_hook != NULL)
+			m->intx_hook(m, gsi, true);
+		else
+			vm_irq_line(&m->vm, gsi, 1);
+	} else if (!asserted && count[gsi] > 0 && --count[gsi] == 0) {
+		if (m->intx_hook != NULL)
+			m->intx_hook(m, gsi, false);
+		else
+			vm_irq_line(&m->vm, gsi, 0);
+	}
 	pthread_mutex_unlock(&lock);
 }
 

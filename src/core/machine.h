@@ -28,6 +28,9 @@ struct machine {
 	bool strict_io;    /* x86.strictio: unclaimed I/O ends the VM (-e) */
 	struct pm *pm;     /* ACPI PM block: target of the power button */
 	uint64_t start_ns; /* CLOCK_MONOTONIC at process start */
+	/* Where shared interrupt lines go when there is no KVM VM (the device
+	 * harness in bench/ and unit tests); NULL: KVM_IRQ_LINE. */
+	void (*intx_hook)(struct machine *m, unsigned gsi, bool level);
 };
 
 /*

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -53,6 +54,8 @@
 #define BLK_MAX_QUEUES      16
 #define BLK_MAX_DISCARD     (1u << 22) /* sectors per DISCARD/WRITE_ZEROES: 2 GiB */
 #define BLK_REAP_BATCH      64
+#define BLK_POLL_US_DEFAULT 32 /* as QEMU's iothread poll-max-ns */
+#define BLK_POLL_US_MAX     1000
 
 struct virtio_blk_config {
 	uint64_t capacity; /* 512-byte sectors */
@@ -107,6 +110,7 @@ struct blk_queue {
 	pthread_t thread;
 	int stop_fd;
 	bool running;
+	bool stopping;
 	struct blockif_ctx *ctx;
 	struct blk_req *reqs;
 	struct blk_req *free;
@@ -121,6 +125,7 @@ struct virtio_blk {
 	unsigned nqueues;
 	char ident[VIRTIO_BLK_ID_BYTES];
 	struct virtio_blk_config cfg;
+	unsigned poll_us; /* busy-poll window after activity, microseconds */
 	struct blk_queue q[BLK_MAX_QUEUES];
 };
 
@@ -356,6 +361,38 @@ static void drain(struct blk_queue *bq)
 #define WATCH_KICK 1
 #define WATCH_STOP 2
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Adaptive polling: after activity, watch the available ring and the
+ * completion queue for up to poll_us before sleeping, with guest kicks
+ * suppressed meanwhile.  A busy guest then needs no notification exit and
+ * the thread no wake-up.  Returns true when work showed up.
+ */
+static bool poll_for_work(struct blk_queue *bq, struct virtqueue *vq)
+{
+	uint64_t deadline;
+
+	if (bq->blk->poll_us == 0)
+		return vq_enable_kicks(vq, true);
+	deadline = mono_ns() + (uint64_t)bq->blk->poll_us * 1000;
+	vq_enable_kicks(vq, false);
+	do {
+		for (int i = 0; i < 64; i++) {
+			if (vq_has_work(vq) || blockif_ready(bq->ctx))
+				return true;
+			__builtin_ia32_pause();
+		}
+	} while (mono_ns() < deadline && !__atomic_load_n(&bq->stopping, __ATOMIC_ACQUIRE));
+	return vq_enable_kicks(vq, true);
+}
+
 /*
  * The queue thread: one blockif_wait() per round submits what was queued
  * and sleeps until I/O completes, the guest kicks or the device stops.
@@ -380,11 +417,12 @@ static void *queue_main(void *arg)
 	pthread_mutex_lock(&q->lock);
 	process_avail(bq); /* requests queued before DRIVER_OK */
 	pthread_mutex_unlock(&q->lock);
-	for (;;) {
+	for (bool busy = false;;) {
 		uint32_t fired = 0;
-		unsigned n = blockif_wait(bq->ctx, done, BLK_REAP_BATCH, &fired);
+		unsigned n = busy ? blockif_poll(bq->ctx, done, BLK_REAP_BATCH, &fired)
+				  : blockif_wait(bq->ctx, done, BLK_REAP_BATCH, &fired);
 
-		if (fired & WATCH_STOP) {
+		if ((fired & WATCH_STOP) || __atomic_load_n(&bq->stopping, __ATOMIC_ACQUIRE)) {
 			finish_batch(bq, done, n, false);
 			break;
 		}
@@ -392,9 +430,9 @@ static void *queue_main(void *arg)
 		finish_batch(bq, done, n, true);
 		if ((fired & WATCH_KICK) && read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			log_ratelimited(&blk_rl, LOG_WARN, "virtio-blk: kick read failed");
-		if (n > 0 || (fired & WATCH_KICK))
-			process_avail(bq);
+		process_avail(bq);
 		notify_if_needed(bq);
+		busy = q->vq.ready && poll_for_work(bq, &q->vq);
 		pthread_mutex_unlock(&q->lock);
 	}
 	drain(bq);
@@ -415,6 +453,7 @@ static int queue_start(struct blk_queue *bq)
 		bq->free = &bq->reqs[i];
 	}
 	bq->inflight = 0;
+	bq->stopping = false;
 	bq->elem.iov = bq->elem_iov;
 	bq->elem.iov_cap = BLK_IOV_MAX;
 	if (pthread_create(&bq->thread, NULL, queue_main, bq) != 0)
@@ -428,6 +467,7 @@ static void queue_stop(struct blk_queue *bq)
 	uint64_t one = 1;
 
 	if (bq->running) {
+		__atomic_store_n(&bq->stopping, true, __ATOMIC_RELEASE);
 		if (write(bq->stop_fd, &one, sizeof(one)) < 0)
 			log_warn("virtio-blk: cannot stop queue %u", bq->qi);
 		pthread_join(bq->thread, NULL);
@@ -528,6 +568,23 @@ static void make_ident(struct virtio_blk *blk, const char *path, const char *ser
 	snprintf(blk->ident, sizeof(blk->ident), "KHYVE-%04X-%04X", h >> 16, h & 0xffff);
 }
 
+/* poll_us=N: the busy-poll window (0 turns polling off). */
+static int parse_poll(struct config_node *node, unsigned *us, char *err, size_t errlen)
+{
+	const char *v = config_node_get(node, "poll_us");
+	uint64_t n;
+
+	*us = BLK_POLL_US_DEFAULT;
+	if (v == NULL)
+		return 0;
+	if (parse_uint(v, 0, BLK_POLL_US_MAX, &n) < 0) {
+		snprintf(err, errlen, "poll_us: want 0-%d, not '%s'", BLK_POLL_US_MAX, v);
+		return -1;
+	}
+	*us = (unsigned)n;
+	return 0;
+}
+
 static int parse_nqueues(struct machine *m, struct config_node *node, unsigned *n, char *err,
 			 size_t errlen)
 {
@@ -568,7 +625,8 @@ static int blk_init(struct machine *m, struct pci_func *f, struct config_node *n
 	const char *path;
 
 	if (blk == NULL || blockif_parse_config(node, &path, &o, err, errlen) < 0 ||
-	    parse_nqueues(m, node, &blk->nqueues, err, errlen) < 0)
+	    parse_nqueues(m, node, &blk->nqueues, err, errlen) < 0 ||
+	    parse_poll(node, &blk->poll_us, err, errlen) < 0)
 		goto fail;
 	blk->bi = blockif_open(path, &o, err, errlen);
 	if (blk->bi == NULL)
