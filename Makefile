@@ -84,9 +84,34 @@ $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.i
 # ---- benchmarks (not tests: they print ratios, see bench/) ----
 $(BUILD)/bin/blk-harness: bench/blk_harness.c $(CORE_OBJ)
 	@mkdir -p $(@D)
-	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(CORE_OBJ) $(LIBS) $(LDFLAGS)
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/$(notdir $@).d -o $@ $< $(CORE_OBJ) $(LIBS) $(LDFLAGS)
 
-bench: all $(BUILD)/bin/blk-harness
+$(BUILD)/bin/runstat: bench/runstat.c
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/$(notdir $@).d -o $@ $<
+
+# Tiny guests for bench/startup: a PVH ELF and a boot sector per variant.
+BENCH_VARIANTS := exit pio-100000 pio-400000 mmio-100000 mmio-400000 alu-100000 \
+                  alu-400000 halt
+BENCH_GUESTS := $(BENCH_VARIANTS:%=$(BUILD)/bench/guests/pvh-%.elf) \
+                $(BENCH_VARIANTS:%=$(BUILD)/bench/guests/boot-%.img)
+variant_mode = $(shell echo $(word 1,$(subst -, ,$(1))) | tr a-z A-Z)
+variant_n = $(or $(word 2,$(subst -, ,$(1))),0)
+
+$(BUILD)/bench/guests/pvh-%.elf: bench/guests/tiny.S bench/guests/pvh.ld
+	@mkdir -p $(@D)
+	$(call say,GUEST,$@)$(CC) -c -nostdlib -DMODE_$(call variant_mode,$*) \
+		-DN=$(call variant_n,$*) -o $(@:.elf=.o) $<
+	$(Q)ld -m elf_x86_64 --no-warn-rwx-segments -T bench/guests/pvh.ld -o $@ $(@:.elf=.o)
+
+$(BUILD)/bench/guests/boot-%.img: bench/guests/tiny.S bench/guests/boot.ld
+	@mkdir -p $(@D)
+	$(call say,GUEST,$@)$(CC) -c -nostdlib -DBOOTSECTOR -DMODE_$(call variant_mode,$*) \
+		-DN=$(call variant_n,$*) -o $(@:.img=.o) $<
+	$(Q)ld -m elf_x86_64 -T bench/guests/boot.ld -o $(@:.img=.elf) $(@:.img=.o)
+	$(Q)objcopy -O binary $(@:.img=.elf) $@
+
+bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/runstat $(BENCH_GUESTS)
 
 # ---- the test suite ----
 check-deps:
@@ -96,7 +121,7 @@ check-deps:
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
 
-guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM)
+guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUESTS)
 	@tests/guests/run
 
 lab-tests: $(BUILD)/bin/khyve

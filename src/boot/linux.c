@@ -1,4 +1,5 @@
 #include "boot/linux.h"
+#include "boot/pvh.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -264,12 +265,19 @@ int linux_load(const struct guest_mem *gm, const struct linux_boot *lb,
 	struct bzimage_info info;
 	uint64_t initrd_gpa, initrd_size;
 	uint8_t *img, *zp;
+	uint32_t pvh_entry;
 	size_t len;
 	int rc = -1;
 
 	img = boot_read_file(lb->kernel, (size_t)512 << 20, &len, err, errlen);
 	if (img == NULL)
 		return -1;
+	/* An ELF kernel with a PVH note boots through its PVH entry. */
+	if (pvh_probe(img, len, &pvh_entry, err, errlen) != 0) {
+		rc = pvh_load(gm, img, len, lb, map, rsdp_gpa, cpu, err, errlen);
+		free(img);
+		return rc;
+	}
 	if (bzimage_parse(img, len, &info, err, errlen) < 0 ||
 	    load_kernel(gm, img, &info, lb->kernel, err, errlen) < 0 ||
 	    load_cmdline(gm, &info, lb->cmdline, err, errlen) < 0 ||
