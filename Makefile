@@ -86,6 +86,10 @@ $(BUILD)/bin/blk-harness: bench/blk_harness.c $(CORE_OBJ)
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/$(notdir $@).d -o $@ $< $(CORE_OBJ) $(LIBS) $(LDFLAGS)
 
+$(BUILD)/bin/nvme-harness: bench/nvme_harness.c $(CORE_OBJ)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/$(notdir $@).d -o $@ $< $(CORE_OBJ) $(LIBS) $(LDFLAGS)
+
 $(BUILD)/bin/runstat: bench/runstat.c
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/$(notdir $@).d -o $@ $<
@@ -111,12 +115,13 @@ $(BUILD)/bench/guests/boot-%.img: bench/guests/tiny.S bench/guests/boot.ld
 	$(Q)ld -m elf_x86_64 -T bench/guests/boot.ld -o $(@:.img=.elf) $(@:.img=.o)
 	$(Q)objcopy -O binary $(@:.img=.elf) $@
 
-bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/runstat $(BENCH_GUESTS)
+bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/nvme-harness $(BUILD)/bin/runstat $(BENCH_GUESTS)
 
 # ---- the test suite ----
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev acpica-tools \
-		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2
+		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
+		grub-pc-bin seabios
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
@@ -127,7 +132,10 @@ guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUES
 lab-tests: $(BUILD)/bin/khyve
 	@tests/lab/linux-boot
 	@tests/lab/devices
+	@tests/lab/ahci
 	@tests/lab/net
+	@tests/lab/firmware
+	@tests/lab/nvme
 
 check: check-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve

@@ -25,6 +25,7 @@
 #include "bus/virtio_pci.h"
 #include "core/machine.h"
 #include "lib/config.h"
+#include "lib/clock.h"
 
 #define RAM_SIZE   (64u << 20)
 #define QSIZE      256
@@ -56,7 +57,7 @@ struct vdesc {
 
 static uint8_t *ram;
 static struct pci_func *fn;
-static int irq_fd; /* the "interrupt": an eventfd the driver sleeps on */
+static int irq_fd;    /* the "interrupt": an eventfd the driver sleeps on */
 static bool irq_mode; /* BLK_DRIVER=irq: sleep for interrupts, else poll */
 
 static void intx_hook(struct machine *m, unsigned gsi, bool level)
@@ -79,14 +80,6 @@ static void common_write(unsigned off, unsigned size, uint64_t v)
 	virtio_pci_bar_write(fn, 4, off, size, v);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void setup_machine(struct machine *m, const char *file, bool nocache)
 {
 	char err[256] = "";
@@ -94,17 +87,9 @@ static void setup_machine(struct machine *m, const char *file, bool nocache)
 	ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (ram == MAP_FAILED)
 		exit(1);
-	memset(m, 0, sizeof(*m));
-	m->vm.vm_fd = m->vm.kvm_fd = -1;
-	m->vm.ncpus = 1;
-	m->exit_fd = -1;
-	m->name = "harness";
+	machine_init_detached(m, "harness", ram, 0, RAM_SIZE);
 	m->intx_hook = intx_hook;
 	irq_fd = eventfd(0, EFD_CLOEXEC);
-	gmem_add_region(&m->vm.mem, 0, RAM_SIZE, ram, false);
-	m->vm.mem.lowmem_size = RAM_SIZE;
-	iobus_init(&m->pio, "port");
-	iobus_init(&m->mmio, "mmio");
 	config_reset();
 	config_set("pci.0.4.0.device", "virtio-blk");
 	config_set("pci.0.4.0.path", file);
@@ -163,7 +148,7 @@ static void fill_slot(unsigned s, bool write, uint64_t nblocks)
 	memcpy(&hdr[2], &sector, 8);
 	d[3 * s] = (struct vdesc){HDR_GPA + 16 * s, 16, 1, (uint16_t)(3 * s + 1)};
 	d[3 * s + 1] = (struct vdesc){DATA_GPA + (uint64_t)BLOCK * s, BLOCK,
-				      (uint16_t)(1 | (write ? 0 : 2)), (uint16_t)(3 * s + 2)};
+	                              (uint16_t)(1 | (write ? 0 : 2)), (uint16_t)(3 * s + 2)};
 	d[3 * s + 2] = (struct vdesc){STATUS_GPA + s, 1, 2, 0};
 }
 
@@ -215,9 +200,9 @@ int main(int argc, char **argv)
 	}
 	__atomic_store_n(&avail[1], avail_idx, __ATOMIC_RELEASE);
 	kick();
-	t0 = now_ns();
+	t0 = monotonic_ns();
 	t_end = t0 + (uint64_t)(secs * 1e9);
-	while (now_ns() < t_end) {
+	while (monotonic_ns() < t_end) {
 		uint16_t u = __atomic_load_n(&used[1], __ATOMIC_ACQUIRE);
 		uint64_t v;
 
@@ -232,7 +217,8 @@ int main(int argc, char **argv)
 			continue;
 		}
 		for (; used_seen != u; used_seen++) {
-			uint32_t head = *(volatile uint32_t *)gpa(USED_GPA + 4 + 8 * (used_seen % QSIZE));
+			uint32_t head =
+			    *(volatile uint32_t *)gpa(USED_GPA + 4 + 8 * (used_seen % QSIZE));
 			unsigned s = head / 3;
 
 			errors += *(uint8_t *)gpa(STATUS_GPA + s) != 0;
@@ -244,7 +230,7 @@ int main(int argc, char **argv)
 		__atomic_store_n(&avail[1], avail_idx, __ATOMIC_RELEASE);
 		kick();
 	}
-	printf("%.0f\n", (double)done / ((double)(now_ns() - t0) / 1e9));
+	printf("%.0f\n", (double)done / ((double)(monotonic_ns() - t0) / 1e9));
 	if (errors > 0)
 		fprintf(stderr, "blk-harness: %llu requests failed\n", (unsigned long long)errors);
 	common_write(CC_STATUS, 1, 0); /* reset: stops the queue thread */

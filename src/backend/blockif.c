@@ -78,7 +78,7 @@ static int parse_sectorsize(const char *v, struct blockif_opts *o)
 }
 
 int blockif_parse_config(struct config_node *node, const char **path, struct blockif_opts *o,
-			 char *err, size_t errlen)
+                         char *err, size_t errlen)
 {
 	static const char *const flags[] = {"ro", "nocache", "direct", "sync", "nodelete"};
 	bool val[5];
@@ -102,7 +102,8 @@ int blockif_parse_config(struct config_node *node, const char **path, struct blo
 	o->nodelete = val[4];
 	ss = config_node_get(node, "sectorsize");
 	if (ss != NULL && parse_sectorsize(ss, o) < 0) {
-		snprintf(err, errlen, "bad sectorsize '%s' (want L or L/P, powers of two >= 512)", ss);
+		snprintf(err, errlen, "bad sectorsize '%s' (want L or L/P, powers of two >= 512)",
+		         ss);
 		return -1;
 	}
 	return 0;
@@ -141,7 +142,7 @@ int blockif_legacy_config(struct config_node *node, const char *conf, char *err,
 /* ---- opening ---- */
 
 static int probe_geometry(struct blockif *bi, const struct blockif_opts *o, char *err,
-			  size_t errlen)
+                          size_t errlen)
 {
 	struct stat st;
 	unsigned int ss = 512, ps = 512;
@@ -169,7 +170,7 @@ static int probe_geometry(struct blockif *bi, const struct blockif_opts *o, char
 }
 
 struct blockif *blockif_open(const char *path, const struct blockif_opts *o, char *err,
-			     size_t errlen)
+                             size_t errlen)
 {
 	struct blockif *bi = calloc(1, sizeof(*bi));
 	int flags = O_CLOEXEC | (o->ro ? O_RDONLY : O_RDWR);
@@ -184,7 +185,7 @@ struct blockif *blockif_open(const char *path, const struct blockif_opts *o, cha
 	bi->fd = open(path, flags);
 	if (bi->fd < 0 && !o->ro && (errno == EACCES || errno == EROFS)) {
 		snprintf(err, errlen, "cannot open %s read-write: %s (add ,ro?)", path,
-			 strerror(errno));
+		         strerror(errno));
 		free(bi);
 		return NULL;
 	}
@@ -260,8 +261,7 @@ static void iov_advance(struct blockif_req *req, uint64_t n)
 	}
 }
 
-static void list_append(struct blockif_req **head, struct blockif_req **tail,
-			struct blockif_req *r)
+static void list_append(struct blockif_req **head, struct blockif_req **tail, struct blockif_req *r)
 {
 	r->next = NULL;
 	if (*tail != NULL)
@@ -300,7 +300,7 @@ static int do_space_op(struct blockif *bi, const struct blockif_req *req)
 	/* Filesystems without ZERO_RANGE still punch holes, which read as zeros. */
 	if (errno == EOPNOTSUPP && mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) &&
 	    fallocate(bi->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)req->offset,
-		      (off_t)req->len) == 0)
+	              (off_t)req->len) == 0)
 		return 0;
 	return -errno;
 }
@@ -313,9 +313,10 @@ static int do_sync(struct blockif *bi, struct blockif_req *req)
 
 		if (req->iovcnt == 0)
 			return 0;
-		n = req->op == BLOCKIF_READ
-			    ? preadv(bi->fd, req->iov, (int)req->iovcnt, (off_t)(req->offset + req->done))
-			    : pwritev(bi->fd, req->iov, (int)req->iovcnt, (off_t)(req->offset + req->done));
+		n = req->op == BLOCKIF_READ ? preadv(bi->fd, req->iov, (int)req->iovcnt,
+		                                     (off_t)(req->offset + req->done))
+		                            : pwritev(bi->fd, req->iov, (int)req->iovcnt,
+		                                      (off_t)(req->offset + req->done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -345,9 +346,11 @@ static void uring_prep(struct blockif_ctx *ctx, struct blockif_req *req)
 		return;
 	}
 	if (req->op == BLOCKIF_READ)
-		io_uring_prep_readv(sqe, ctx->bi->fd, req->iov, req->iovcnt, req->offset + req->done);
+		io_uring_prep_readv(sqe, ctx->bi->fd, req->iov, req->iovcnt,
+		                    req->offset + req->done);
 	else if (req->op == BLOCKIF_WRITE)
-		io_uring_prep_writev(sqe, ctx->bi->fd, req->iov, req->iovcnt, req->offset + req->done);
+		io_uring_prep_writev(sqe, ctx->bi->fd, req->iov, req->iovcnt,
+		                     req->offset + req->done);
 	else {
 		/* No IOSQE_IO_DRAIN: a flush covers writes already completed
 		 * to the guest (virtio 1.2 5.2.6), and a drained request would
@@ -400,7 +403,7 @@ static void uring_arm_watch(struct blockif_ctx *ctx, unsigned i)
 }
 
 static void uring_watch_fired(struct blockif_ctx *ctx, const struct io_uring_cqe *cqe,
-			      uint32_t *fired)
+                              uint32_t *fired)
 {
 	uint32_t tag = (uint32_t)io_uring_cqe_get_data64(cqe);
 
@@ -415,7 +418,7 @@ static void uring_watch_fired(struct blockif_ctx *ctx, const struct io_uring_cqe
 }
 
 static unsigned uring_drain(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
-			    uint32_t *fired)
+                            uint32_t *fired)
 {
 	struct io_uring_cqe *cqe;
 	unsigned n = 0;
@@ -518,8 +521,7 @@ static unsigned pool_reap(struct blockif_ctx *ctx, struct blockif_req **out, uns
 
 /* ---- public context API ---- */
 
-struct blockif_ctx *blockif_ctx_create(struct blockif *bi, unsigned depth, char *err,
-				       size_t errlen)
+struct blockif_ctx *blockif_ctx_create(struct blockif *bi, unsigned depth, char *err, size_t errlen)
 {
 	struct blockif_ctx *ctx = calloc(1, sizeof(*ctx));
 
@@ -571,12 +573,26 @@ const char *blockif_ctx_engine(const struct blockif_ctx *ctx)
 	return ctx->uring ? "io_uring" : "threads";
 }
 
+unsigned blockif_default_poll_us(void)
+{
+	/* sysconf() reads /sys: ask once (a race only repeats the question). */
+	static int cached = -1;
+	int us = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+
+	if (us < 0) {
+		us = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 32 : 0;
+		__atomic_store_n(&cached, us, __ATOMIC_RELAXED);
+	}
+	return (unsigned)us;
+}
+
 void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req)
 {
 	req->done = 0;
 	req->result = 0;
 	if ((req->op == BLOCKIF_WRITE || req->op == BLOCKIF_DISCARD ||
-	     req->op == BLOCKIF_WRITE_ZEROES) && ctx->bi->ro)
+	     req->op == BLOCKIF_WRITE_ZEROES) &&
+	    ctx->bi->ro)
 		req->result = -EROFS;
 	else if (req->op == BLOCKIF_DISCARD && !ctx->bi->candelete)
 		req->result = -EOPNOTSUPP;
@@ -640,7 +656,7 @@ static unsigned take_quick(struct blockif_ctx *ctx, struct blockif_req **out, un
 }
 
 static unsigned uring_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
-			   uint32_t *fired)
+                           uint32_t *fired)
 {
 	unsigned n = take_quick(ctx, out, max);
 
@@ -653,7 +669,7 @@ static unsigned uring_wait(struct blockif_ctx *ctx, struct blockif_req **out, un
 }
 
 static unsigned pool_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
-			  uint32_t *fired)
+                          uint32_t *fired)
 {
 	struct pollfd pfd[BLOCKIF_MAX_WATCH + 1];
 	unsigned n;
@@ -674,13 +690,13 @@ static unsigned pool_wait(struct blockif_ctx *ctx, struct blockif_req **out, uns
 }
 
 unsigned blockif_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
-		      uint32_t *fired)
+                      uint32_t *fired)
 {
 	return ctx->uring ? uring_wait(ctx, out, max, fired) : pool_wait(ctx, out, max, fired);
 }
 
 unsigned blockif_poll(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
-		      uint32_t *fired)
+                      uint32_t *fired)
 {
 	unsigned n;
 
@@ -718,7 +734,8 @@ unsigned blockif_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigne
 	if (ctx->quick_head == NULL)
 		ctx->quick_tail = NULL;
 	if (n < max)
-		n += ctx->uring ? uring_reap(ctx, out + n, max - n) : pool_reap(ctx, out + n, max - n);
+		n += ctx->uring ? uring_reap(ctx, out + n, max - n)
+		                : pool_reap(ctx, out + n, max - n);
 	if (n == max)
 		signal_efd(ctx); /* more may be waiting: stay readable */
 	return n;

@@ -23,9 +23,9 @@ struct config_node;
 
 struct blockif_opts {
 	bool ro;
-	bool nocache;  /* O_DIRECT */
-	bool sync;     /* O_SYNC ("sync" or "direct") */
-	bool nodelete; /* refuse DISCARD */
+	bool nocache;     /* O_DIRECT */
+	bool sync;        /* O_SYNC ("sync" or "direct") */
+	bool nodelete;    /* refuse DISCARD */
 	uint32_t sectsz;  /* logical sector size in bytes; 0 = from the device/512 */
 	uint32_t psectsz; /* physical sector size; 0 = logical */
 };
@@ -35,7 +35,7 @@ struct blockif_opts {
  * sync, nodelete, sectorsize) into `o` and *path.  0, or -1 with `err`.
  */
 int blockif_parse_config(struct config_node *node, const char **path, struct blockif_opts *o,
-			 char *err, size_t errlen);
+                         char *err, size_t errlen);
 
 /* Split "path,opt,opt=v" (a -s conf string) into config keys below `node`:
  * the first item is the path; the rest as key[=value]. */
@@ -44,10 +44,10 @@ int blockif_legacy_config(struct config_node *node, const char *conf, char *err,
 struct blockif;
 
 struct blockif *blockif_open(const char *path, const struct blockif_opts *o, char *err,
-			     size_t errlen);
+                             size_t errlen);
 void blockif_close(struct blockif *bi);
 
-uint64_t blockif_size(const struct blockif *bi);  /* bytes */
+uint64_t blockif_size(const struct blockif *bi);    /* bytes */
 uint32_t blockif_sectsz(const struct blockif *bi);  /* logical sector, bytes */
 uint32_t blockif_psectsz(const struct blockif *bi); /* physical sector, bytes */
 bool blockif_is_ro(const struct blockif *bi);
@@ -69,8 +69,8 @@ struct blockif_req {
 	uint64_t len;    /* DISCARD/WRITE_ZEROES: bytes */
 	struct iovec *iov;
 	unsigned iovcnt;
-	bool unmap;      /* WRITE_ZEROES may deallocate */
-	int result;      /* on completion: 0, or -errno */
+	bool unmap; /* WRITE_ZEROES may deallocate */
+	int result; /* on completion: 0, or -errno */
 	/* private */
 	uint64_t done;
 	uint64_t seq;
@@ -81,7 +81,7 @@ struct blockif_ctx;
 
 /* A context for up to `depth` requests in flight; NULL with `err`. */
 struct blockif_ctx *blockif_ctx_create(struct blockif *bi, unsigned depth, char *err,
-				       size_t errlen);
+                                       size_t errlen);
 void blockif_ctx_destroy(struct blockif_ctx *ctx);
 
 /* An fd that polls readable when completions may be waiting. */
@@ -112,11 +112,11 @@ int blockif_ctx_watch(struct blockif_ctx *ctx, int fd, uint32_t tag);
  * eventfd hops.
  */
 unsigned blockif_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
-		      uint32_t *fired);
+                      uint32_t *fired);
 
 /* The same without sleeping: submit, then take what is already there. */
 unsigned blockif_poll(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
-		      uint32_t *fired);
+                      uint32_t *fired);
 
 /* True when blockif_poll() would return something (cheap: no syscall with
  * io_uring). */
@@ -124,5 +124,13 @@ bool blockif_ready(struct blockif_ctx *ctx);
 
 /* Name of the engine in use: "io_uring" or "threads". */
 const char *blockif_ctx_engine(const struct blockif_ctx *ctx);
+
+/*
+ * The busy-poll window, in microseconds, a queue thread should use after
+ * activity when the user set none: 32 (as QEMU's iothread poll-max-ns)
+ * when this host has more than one online CPU, else 0, since on one CPU
+ * the polling thread only delays the vCPU that would produce the work.
+ */
+unsigned blockif_default_poll_us(void);
 
 #endif

@@ -10,7 +10,7 @@
 #define OEM_TABLE_ID "KHYVEVM "
 #define CREATOR_ID   "KHYV"
 
-#define HDR_LEN 36 /* the common System Description Table header */
+#define HDR_LEN      36 /* the common System Description Table header */
 
 /* Generic Address Structure space IDs (ACPI 6.4 section 5.2.3.2). */
 #define GAS_SYSTEM_IO 1
@@ -26,12 +26,12 @@
 #define IAPC_VGA_NOT_PRESENT (1u << 2)
 
 /* MADT structure types. */
-#define MADT_LAPIC      0
-#define MADT_IOAPIC     1
-#define MADT_OVERRIDE   2
-#define MADT_LAPIC_NMI  4
-#define MADT_X2APIC     9
-#define MADT_X2APIC_NMI 10
+#define MADT_LAPIC       0
+#define MADT_IOAPIC      1
+#define MADT_OVERRIDE    2
+#define MADT_LAPIC_NMI   4
+#define MADT_X2APIC      9
+#define MADT_X2APIC_NMI  10
 #define MADT_PCAT_COMPAT 1u
 
 /* A little-endian writer over the output buffer. */
@@ -41,6 +41,7 @@ struct tbuf {
 	size_t len;
 	uint64_t base; /* guest-physical address of buf[0] */
 	bool overflow;
+	struct acpi_links *links; /* optional: where pointers and checksums are */
 };
 
 static void put(struct tbuf *t, size_t off, uint64_t v, unsigned n)
@@ -81,6 +82,41 @@ static uint64_t gpa_of(const struct tbuf *t, size_t off)
 	return t->base + off;
 }
 
+/* Store the address of buf[target] in the `n`-byte field at `off`, and
+ * remember the field for a firmware linker (acpi_build_linked). */
+static void put_ptr(struct tbuf *t, size_t off, size_t target, unsigned n)
+{
+	struct acpi_links *l = t->links;
+
+	put(t, off, gpa_of(t, target), n);
+	if (l == NULL)
+		return;
+	if (l->nptr == ACPI_MAX_LINKS) {
+		t->overflow = true;
+		return;
+	}
+	l->ptr[l->nptr].offset = (uint32_t)off;
+	l->ptr[l->nptr].size = (uint8_t)n;
+	l->nptr++;
+}
+
+/* Remember that the byte at `off` makes [start, start+len) sum to 0. */
+static void note_checksum(struct tbuf *t, size_t off, size_t start, size_t len)
+{
+	struct acpi_links *l = t->links;
+
+	if (l == NULL)
+		return;
+	if (l->nck == ACPI_MAX_LINKS) {
+		t->overflow = true;
+		return;
+	}
+	l->ck[l->nck].offset = (uint32_t)off;
+	l->ck[l->nck].start = (uint32_t)start;
+	l->ck[l->nck].length = (uint32_t)len;
+	l->nck++;
+}
+
 uint8_t acpi_checksum(const void *p, size_t len)
 {
 	const uint8_t *b = p;
@@ -109,6 +145,7 @@ static void finish(struct tbuf *t, size_t off, size_t len)
 		return;
 	t->buf[off + 9] = 0;
 	t->buf[off + 9] = (uint8_t)(0 - acpi_checksum(t->buf + off, len));
+	note_checksum(t, off + 9, off, len);
 }
 
 /* A Generic Address Structure for `bits` bits at I/O `port`; access size 0
@@ -139,28 +176,29 @@ static size_t build_fadt(struct tbuf *t, size_t facs, size_t dsdt)
 	size_t off = alloc(t, len, 16);
 
 	header(t, off, "FACP", len, 6);
-	put(t, off + 36, gpa_of(t, facs), 4);
-	put(t, off + 40, gpa_of(t, dsdt), 4);
-	put(t, off + 45, 0, 1);                /* preferred PM profile: unspecified */
-	put(t, off + 46, PM_SCI_IRQ, 2);       /* SCI_INT */
-	put(t, off + 48, 0, 4);                /* SMI_CMD 0: always in ACPI mode */
-	put(t, off + 56, PM1A_EVT_PORT, 4);    /* PM1a_EVT_BLK */
-	put(t, off + 64, PM1A_CNT_PORT, 4);    /* PM1a_CNT_BLK */
-	put(t, off + 76, PM_TMR_PORT, 4);      /* PM_TMR_BLK */
-	put(t, off + 88, 4, 1);                /* PM1_EVT_LEN */
-	put(t, off + 89, 2, 1);                /* PM1_CNT_LEN */
-	put(t, off + 91, 4, 1);                /* PM_TMR_LEN */
-	put(t, off + 96, 0xffff, 2);           /* P_LVL2_LAT: C2 not supported */
-	put(t, off + 98, 0xffff, 2);           /* P_LVL3_LAT: C3 not supported */
-	put(t, off + 108, 0x32, 1);            /* CENTURY register in CMOS */
+	put_ptr(t, off + 36, facs, 4);
+	put_ptr(t, off + 40, dsdt, 4);
+	put(t, off + 45, 0, 1);             /* preferred PM profile: unspecified */
+	put(t, off + 46, PM_SCI_IRQ, 2);    /* SCI_INT */
+	put(t, off + 48, 0, 4);             /* SMI_CMD 0: always in ACPI mode */
+	put(t, off + 56, PM1A_EVT_PORT, 4); /* PM1a_EVT_BLK */
+	put(t, off + 64, PM1A_CNT_PORT, 4); /* PM1a_CNT_BLK */
+	put(t, off + 76, PM_TMR_PORT, 4);   /* PM_TMR_BLK */
+	put(t, off + 88, 4, 1);             /* PM1_EVT_LEN */
+	put(t, off + 89, 2, 1);             /* PM1_CNT_LEN */
+	put(t, off + 91, 4, 1);             /* PM_TMR_LEN */
+	put(t, off + 96, 0xffff, 2);        /* P_LVL2_LAT: C2 not supported */
+	put(t, off + 98, 0xffff, 2);        /* P_LVL3_LAT: C3 not supported */
+	put(t, off + 108, 0x32, 1);         /* CENTURY register in CMOS */
 	put(t, off + 109, IAPC_VGA_NOT_PRESENT, 2);
-	put(t, off + 112, FADT_WBINVD | FADT_PROC_C1 | FADT_SLP_BUTTON | FADT_TMR_VAL_EXT |
-				  FADT_RESET_REG_SUP, 4);
+	put(t, off + 112,
+	    FADT_WBINVD | FADT_PROC_C1 | FADT_SLP_BUTTON | FADT_TMR_VAL_EXT | FADT_RESET_REG_SUP,
+	    4);
 	gas_io(t, off + 116, PM_RESET_PORT, 8, 1); /* RESET_REG */
 	put(t, off + 128, PM_RESET_VALUE, 1);
-	put(t, off + 131, 4, 1);               /* FADT minor version: 6.4 */
-	put(t, off + 132, gpa_of(t, facs), 8); /* X_FIRMWARE_CTRL */
-	put(t, off + 140, gpa_of(t, dsdt), 8); /* X_DSDT */
+	put(t, off + 131, 4, 1);        /* FADT minor version: 6.4 */
+	put_ptr(t, off + 132, facs, 8); /* X_FIRMWARE_CTRL */
+	put_ptr(t, off + 140, dsdt, 8); /* X_DSDT */
 	gas_io(t, off + 148, PM1A_EVT_PORT, 32, 0);
 	gas_io(t, off + 172, PM1A_CNT_PORT, 16, 0);
 	gas_io(t, off + 208, PM_TMR_PORT, 32, 0);
@@ -240,7 +278,7 @@ static size_t build_madt(struct tbuf *t, const struct acpi_config *cfg)
 }
 
 static void dsdt_device_io(struct aml *a, const char *name, const char *hid, unsigned uid,
-			   uint16_t port, uint8_t len, int irq)
+                           uint16_t port, uint8_t len, int irq)
 {
 	size_t dev = aml_device(a, name), res;
 
@@ -367,9 +405,9 @@ static size_t build_mcfg(struct tbuf *t, const struct acpi_config *cfg)
 	size_t off = alloc(t, len, 16);
 
 	put(t, off + 44, cfg->ecam_base, 8);
-	put(t, off + 52, 0, 2);                                     /* segment */
-	put(t, off + 54, 0, 1);                                     /* first bus */
-	put(t, off + 55, (cfg->ecam_size >> 20) - 1, 1);            /* last bus */
+	put(t, off + 52, 0, 2);                          /* segment */
+	put(t, off + 54, 0, 1);                          /* first bus */
+	put(t, off + 55, (cfg->ecam_size >> 20) - 1, 1); /* last bus */
 	header(t, off, "MCFG", len, 1);
 	finish(t, off, len);
 	return off;
@@ -382,7 +420,7 @@ static size_t build_xsdt(struct tbuf *t, const size_t *tables, unsigned n, bool 
 	size_t off = alloc(t, len, 16);
 
 	for (unsigned i = 0; i < n; i++)
-		put(t, off + HDR_LEN + i * esz, gpa_of(t, tables[i]), esz);
+		put_ptr(t, off + HDR_LEN + i * esz, tables[i], esz);
 	header(t, off, wide ? "XSDT" : "RSDT", len, 1);
 	finish(t, off, len);
 	return off;
@@ -393,18 +431,38 @@ static void build_rsdp(struct tbuf *t, size_t off, size_t rsdt, size_t xsdt)
 	put_bytes(t, off, "RSD PTR ", 8);
 	put_bytes(t, off + 9, OEM_ID, 6);
 	put(t, off + 15, 2, 1); /* revision: ACPI 2.0+ */
-	put(t, off + 16, gpa_of(t, rsdt), 4);
+	put_ptr(t, off + 16, rsdt, 4);
 	put(t, off + 20, 36, 4);
-	put(t, off + 24, gpa_of(t, xsdt), 8);
+	put_ptr(t, off + 24, xsdt, 8);
 	if (t->overflow)
 		return;
 	t->buf[off + 8] = (uint8_t)(0 - acpi_checksum(t->buf + off, 20));
 	t->buf[off + 32] = (uint8_t)(0 - acpi_checksum(t->buf + off, 36));
+	note_checksum(t, off + 8, off, 20);
+	note_checksum(t, off + 32, off, 36);
 }
+
+static size_t build_all(struct tbuf *t0, const struct acpi_config *cfg);
 
 size_t acpi_build(uint8_t *buf, size_t cap, uint64_t base, const struct acpi_config *cfg)
 {
-	struct tbuf t = {buf, cap, 0, base, false};
+	struct tbuf t = {buf, cap, 0, base, false, NULL};
+
+	return build_all(&t, cfg);
+}
+
+size_t acpi_build_linked(uint8_t *buf, size_t cap, const struct acpi_config *cfg,
+                         struct acpi_links *links)
+{
+	struct tbuf t = {buf, cap, 0, 0, false, links};
+
+	memset(links, 0, sizeof(*links));
+	return build_all(&t, cfg);
+}
+
+static size_t build_all(struct tbuf *t0, const struct acpi_config *cfg)
+{
+	struct tbuf t = *t0;
 	size_t rsdp, facs, dsdt, fadt, madt, rsdt, xsdt, tables[3];
 	unsigned ntables = 2;
 

@@ -2,7 +2,9 @@
  * Boot ROM (bhyve: -l bootrom,ROMFILE[,VARFILE]; config lpc.bootrom): a
  * firmware image mapped read-only so that it ends at 4 GiB, where the CPU's
  * reset vector (0xFFFFFFF0) points.  Its last 128 KiB are also copied to
- * 0xE0000-0xFFFFF, the legacy BIOS area real-mode firmware runs from.
+ * 0xE0000-0xFFFFF, the legacy BIOS area real-mode firmware runs from (a
+ * ROM of at most 256 KiB, such as SeaBIOS's bios-256k.bin, whole, ending at
+ * 1 MiB, as SeaBIOS's own shadowing would leave it).
  */
 #ifndef KHYVE_BOOTROM_H
 #define KHYVE_BOOTROM_H

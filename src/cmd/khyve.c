@@ -7,15 +7,13 @@
 #include "core/vmrun.h"
 #include "lib/exitcode.h"
 #include "lib/log.h"
+#include "lib/clock.h"
 
 int main(int argc, char **argv)
 {
-	struct timespec ts;
+	uint64_t start_ns = monotonic_ns();
 	char err[512];
-	uint64_t start_ns;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	start_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	log_init_from_env();
 	switch (cli_parse(argc, argv, stdout, err, sizeof(err))) {
 	case CLI_DONE:

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "vmm/vcpu.h"
@@ -12,7 +13,7 @@ void machine_request_exit(struct machine *m, int code)
 	bool expected = false;
 
 	if (!__atomic_compare_exchange_n(&m->exit_requested, &expected, true, false,
-					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+	                                 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return;
 	__atomic_store_n(&m->exit_code, code, __ATOMIC_SEQ_CST);
 	for (unsigned i = 0; m->vm.vcpus != NULL && i < m->vm.ncpus; i++)
@@ -51,13 +52,30 @@ void machine_intx_level(struct machine *m, unsigned gsi, bool asserted)
 }
 
 int machine_register_pio(struct machine *m, uint16_t port, uint16_t len, iobus_handler_t fn,
-			 void *arg, const char *name)
+                         void *arg, const char *name)
 {
 	return iobus_register(&m->pio, port, len, fn, arg, name);
 }
 
 int machine_register_mmio(struct machine *m, uint64_t gpa, uint64_t len, iobus_handler_t fn,
-			  void *arg, const char *name)
+                          void *arg, const char *name)
 {
 	return iobus_register(&m->mmio, gpa, len, fn, arg, name);
+}
+
+int machine_init_detached(struct machine *m, const char *name, void *ram, uint64_t ram_gpa,
+                          uint64_t ram_bytes)
+{
+	memset(m, 0, sizeof(*m));
+	m->vm.kvm_fd = -1;
+	m->vm.vm_fd = -1;
+	m->vm.ncpus = 1;
+	m->exit_fd = -1;
+	m->name = name;
+	iobus_init(&m->pio, "port");
+	iobus_init(&m->mmio, "mmio");
+	if (ram == NULL)
+		return 0;
+	m->vm.mem.lowmem_size = ram_gpa + ram_bytes;
+	return gmem_add_region(&m->vm.mem, ram_gpa, ram_bytes, ram, false);
 }

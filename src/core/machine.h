@@ -22,8 +22,8 @@ struct machine {
 	struct iobus pio;  /* port I/O, ports 0-0xffff */
 	struct iobus mmio; /* guest-physical MMIO */
 	struct mevent_loop *loop;
-	int exit_fd;       /* eventfd: wakes the loop when an exit is requested */
-	int exit_code;     /* process exit status; first request wins */
+	int exit_fd;   /* eventfd: wakes the loop when an exit is requested */
+	int exit_code; /* process exit status; first request wins */
 	bool exit_requested;
 	bool strict_io;    /* x86.strictio: unclaimed I/O ends the VM (-e) */
 	struct pm *pm;     /* ACPI PM block: target of the power button */
@@ -44,6 +44,17 @@ void machine_request_exit(struct machine *m, int code);
 /* Set interrupt line `gsi` to `level` (see vm_irq_line). */
 int machine_irq_line(struct machine *m, unsigned gsi, int level);
 
+/*
+ * A machine without a KVM VM, for unit tests and the in-process device
+ * harnesses in bench/: zeroed, no KVM or exit fds, empty port and MMIO
+ * buses, one vCPU.  When `ram` is not NULL it becomes guest RAM of
+ * `ram_bytes` at guest-physical `ram_gpa` (the caller keeps owning it) and
+ * low RAM is taken to end where it ends.  Returns 0, or -1 when the RAM
+ * region cannot be added.
+ */
+int machine_init_detached(struct machine *m, const char *name, void *ram, uint64_t ram_gpa,
+                          uint64_t ram_bytes);
+
 /* A level-triggered line shared by several sources (PCI INTx): the line is
  * high while any source asserts it.  Each source calls this only on
  * changes of its own level. */
@@ -51,8 +62,8 @@ void machine_intx_level(struct machine *m, unsigned gsi, bool asserted);
 
 /* Register a handler for `len` ports from `port` / for MMIO [gpa, gpa+len). */
 int machine_register_pio(struct machine *m, uint16_t port, uint16_t len, iobus_handler_t fn,
-			 void *arg, const char *name);
+                         void *arg, const char *name);
 int machine_register_mmio(struct machine *m, uint64_t gpa, uint64_t len, iobus_handler_t fn,
-			  void *arg, const char *name);
+                          void *arg, const char *name);
 
 #endif

@@ -13,6 +13,7 @@
 #include "boot/acpi.h"
 #include "boot/bootrom.h"
 #include "boot/e820.h"
+#include "boot/firmware.h"
 #include "boot/linux.h"
 #include "bus/pci.h"
 #include "core/machine.h"
@@ -122,7 +123,8 @@ static uint64_t install_acpi(struct machine *m, char *err, size_t errlen)
 	}
 	free(cfg);
 	if (used == 0) {
-		snprintf(err, errlen, "cannot build ACPI tables (guest memory below 1 MiB missing?)");
+		snprintf(err, errlen,
+		         "cannot build ACPI tables (guest memory below 1 MiB missing?)");
 		return 0;
 	}
 	return ACPI_TABLES_GPA;
@@ -131,9 +133,9 @@ static uint64_t install_acpi(struct machine *m, char *err, size_t errlen)
 static int boot_linux(struct machine *m, struct boot_cpu_state *cpu, char *err, size_t errlen)
 {
 	struct linux_boot lb = {
-		.kernel = config_get("linux.kernel"),
-		.initrd = config_get("linux.initrd"),
-		.cmdline = config_get("linux.cmdline"),
+	    .kernel = config_get("linux.kernel"),
+	    .initrd = config_get("linux.initrd"),
+	    .cmdline = config_get("linux.cmdline"),
 	};
 	struct e820_map map;
 	uint64_t rsdp;
@@ -149,6 +151,23 @@ static int boot_linux(struct machine *m, struct boot_cpu_state *cpu, char *err, 
 	return linux_load(&m->vm.mem, &lb, &map, rsdp, cpu, err, errlen);
 }
 
+/* Boot ROM, plus what fw_cfg tells the firmware (when lpc.fwcfg is on). */
+static int boot_rom(struct machine *m, const char *rom, char *err, size_t errlen)
+{
+	struct acpi_config *cfg;
+	int rc;
+
+	if (bootrom_load(&m->vm, rom, err, errlen) < 0)
+		return -1;
+	cfg = malloc(sizeof(*cfg));
+	if (cfg == NULL)
+		return -1;
+	fill_acpi_config(m, cfg);
+	rc = firmware_setup(m, cfg, err, errlen);
+	free(cfg);
+	return rc;
+}
+
 static int setup_boot(struct machine *m, struct boot_cpu_state *cpu, char *err, size_t errlen)
 {
 	const char *rom = config_get("lpc.bootrom");
@@ -158,7 +177,7 @@ static int setup_boot(struct machine *m, struct boot_cpu_state *cpu, char *err, 
 	if (config_get("linux.kernel") != NULL)
 		return boot_linux(m, cpu, err, errlen);
 	if (rom != NULL)
-		return bootrom_load(&m->vm, rom, err, errlen);
+		return boot_rom(m, rom, err, errlen);
 	snprintf(err, errlen, "nothing to boot");
 	return -1;
 }

@@ -13,6 +13,7 @@
 #include "dev/lpc.h"
 #include "lib/config.h"
 #include "lib/log.h"
+#include "lib/clock.h"
 
 #define DEBUG_PORT 0x80
 
@@ -23,10 +24,7 @@ struct debugport {
 
 static double ms_since(uint64_t start_ns)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - start_ns) / 1e6;
+	return (double)(monotonic_ns() - start_ns) / 1e6;
 }
 
 static double cpu_ms(void)
@@ -37,8 +35,7 @@ static double cpu_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static int debugport_access(void *arg, uint64_t offset, unsigned size, bool is_write,
-			    uint64_t *val)
+static int debugport_access(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
 {
 	struct debugport *d = arg;
 
@@ -50,7 +47,7 @@ static int debugport_access(void *arg, uint64_t offset, unsigned size, bool is_w
 	}
 	if (d->log)
 		log_info("boot probe 0x%02x: %.3f ms since start, %.3f ms CPU",
-			 (unsigned)(*val & 0xff), ms_since(d->m->start_ns), cpu_ms());
+		         (unsigned)(*val & 0xff), ms_since(d->m->start_ns), cpu_ms());
 	return 0;
 }
 
@@ -69,6 +66,6 @@ static int debugport_init(struct machine *m, char *err, size_t errlen)
 }
 
 LPC_DEVICE(debugport) = {
-	.name = "debugport",
-	.init = debugport_init,
+    .name = "debugport",
+    .init = debugport_init,
 };

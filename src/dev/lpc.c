@@ -27,7 +27,8 @@ static int parse_com(const char *name, const char *conf, char *err, size_t errle
 	char key[48];
 
 	if (strlen(name) != 4 || name[3] < '1' || name[3] > '4') {
-		snprintf(err, errlen, "unknown LPC device '%s' (serial ports are com1..com4)", name);
+		snprintf(err, errlen, "unknown LPC device '%s' (serial ports are com1..com4)",
+		         name);
 		return -1;
 	}
 	if (conf == NULL || *conf == '\0') {
@@ -65,8 +66,8 @@ static int parse_testdev(const char *conf, char *err, size_t errlen)
 {
 	if (conf != NULL && *conf != '\0') {
 		if (strncmp(conf, "debugcon=", 9) != 0 || conf[9] == '\0') {
-			snprintf(err, errlen, "pc-testdev: unknown option '%s' (want debugcon=FILE)",
-				 conf);
+			snprintf(err, errlen,
+			         "pc-testdev: unknown option '%s' (want debugcon=FILE)", conf);
 			return -1;
 		}
 		if (config_set("lpc.pc-testdev-debugcon", conf + 9) < 0)
@@ -98,6 +99,8 @@ int lpc_parse_option(const char *opt, char *err, size_t errlen)
 		rc = parse_bootrom(conf, err, errlen);
 	else if (strcmp(name, "pc-testdev") == 0)
 		rc = parse_testdev(conf, err, errlen);
+	else if (strcmp(name, "fwcfg") == 0) /* bhyve: -l fwcfg,qemu */
+		rc = config_set("lpc.fwcfg", conf != NULL && *conf != '\0' ? conf : "qemu");
 	else {
 		snprintf(err, errlen, "unknown LPC device '%s'", name);
 		return -1;

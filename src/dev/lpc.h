@@ -22,7 +22,7 @@ struct lpc_device {
 #define LPC_DEVICE(id)                                                                             \
 	static const struct lpc_device lpc_device_##id;                                            \
 	static const struct lpc_device *const lpc_device_ptr_##id                                  \
-		__attribute__((section("lpc_devices"), used)) = &lpc_device_##id;                  \
+	    __attribute__((section("lpc_devices"), used)) = &lpc_device_##id;                      \
 	static const struct lpc_device lpc_device_##id
 
 /* Initialise every registered LPC device; 0, or -1 with `err` filled. */
@@ -33,6 +33,7 @@ int lpc_init_devices(struct machine *m, char *err, size_t errlen);
  *   comN,BACKEND            lpc.comN.path=BACKEND (N = 1..4)
  *   bootrom,ROM[,VARS]      lpc.bootrom=ROM, lpc.bootvars=VARS
  *   pc-testdev[,debugcon=F] lpc.pc-testdev=true, lpc.pc-testdev-debugcon=F
+ *   fwcfg[,qemu|none]       lpc.fwcfg=qemu (QEMU's fw_cfg, dev/fw_cfg.h)
  * Returns 0, or -1 with a one-line reason in `err`.
  */
 int lpc_parse_option(const char *opt, char *err, size_t errlen);

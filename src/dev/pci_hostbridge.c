@@ -2,6 +2,14 @@
  * The PCI host bridge at 0:0.0 (bhyve: pci_hostb.c), class 06/00.  bhyve
  * identifies it as NetApp 0x1275:0x1275; "-s 0,hostbridge,vendor=V,devid=D"
  * overrides that (bhyve's amd_hostbridge is AMD's IDs).
+ *
+ * "-s 0,i440fx" is the host bridge firmware built for QEMU's "pc" machine
+ * looks for: Intel 82441FX (8086:1237, revision 2) with QEMU's subsystem
+ * IDs (1af4:1100), by which SeaBIOS recognises QEMU, and the PAM registers
+ * (config 0x59-0x5f, Intel 82441FX datasheet section 3.2.18) and SMRAM
+ * (0x72) as plain read/write bytes.  The shadow areas 0xC0000-0xFFFFF stay
+ * writable RAM whatever PAM says (firmware only needs them writable while
+ * it sets up; bhyve has no PAM at all).
  */
 #include <stdio.h>
 
@@ -10,7 +18,7 @@
 #include "lib/parse.h"
 
 static int id_option(struct config_node *node, const char *key, uint16_t def, uint16_t *out,
-		     char *err, size_t errlen)
+                     char *err, size_t errlen)
 {
 	const char *v = config_node_get(node, key);
 	uint64_t n;
@@ -27,7 +35,7 @@ static int id_option(struct config_node *node, const char *key, uint16_t def, ui
 }
 
 static int hostbridge_init(struct machine *m, struct pci_func *f, struct config_node *node,
-			   char *err, size_t errlen)
+                           char *err, size_t errlen)
 {
 	uint16_t vendor, device;
 
@@ -40,7 +48,7 @@ static int hostbridge_init(struct machine *m, struct pci_func *f, struct config_
 }
 
 static int amd_hostbridge_init(struct machine *m, struct pci_func *f, struct config_node *node,
-			       char *err, size_t errlen)
+                               char *err, size_t errlen)
 {
 	int rc = hostbridge_init(m, f, node, err, errlen);
 
@@ -50,11 +58,51 @@ static int amd_hostbridge_init(struct machine *m, struct pci_func *f, struct con
 }
 
 PCI_DEVEMU(hostbridge) = {
-	.name = "hostbridge",
-	.init = hostbridge_init,
+    .name = "hostbridge",
+    .init = hostbridge_init,
 };
 
 PCI_DEVEMU(amd_hostbridge) = {
-	.name = "amd_hostbridge",
-	.init = amd_hostbridge_init,
+    .name = "amd_hostbridge",
+    .init = amd_hostbridge_init,
+};
+
+#define I440FX_PAM0  0x59
+#define I440FX_PAM6  0x5f
+#define I440FX_SMRAM 0x72
+
+static int i440fx_init(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
+                       size_t errlen)
+{
+	(void)m;
+	(void)node;
+	(void)err;
+	(void)errlen;
+	pci_set_ids(f, 0x8086, 0x1237, 0x06, 0x00, 0x00, 0x02);
+	pci_set_cfg(f, PCIR_SUBVEND, 2, 0x1af4);
+	pci_set_cfg(f, PCIR_SUBDEV, 2, 0x1100);
+	pci_set_cfg(f, I440FX_SMRAM, 1, 0x02);
+	return 0;
+}
+
+/* PAM and SMRAM bytes are stored; the rest of the header is generic. */
+static int i440fx_cfg_write(struct pci_func *f, unsigned off, unsigned size, uint32_t val)
+{
+	bool ours = false;
+
+	for (unsigned i = 0; i < size; i++) {
+		unsigned r = off + i;
+
+		if ((r >= I440FX_PAM0 && r <= I440FX_PAM6) || r == I440FX_SMRAM) {
+			f->cfg[r] = (uint8_t)(val >> (8 * i));
+			ours = true;
+		}
+	}
+	return ours ? 0 : -1;
+}
+
+PCI_DEVEMU(i440fx) = {
+    .name = "i440fx",
+    .init = i440fx_init,
+    .cfg_write = i440fx_cfg_write,
 };

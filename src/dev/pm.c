@@ -7,6 +7,7 @@
 #include "core/machine.h"
 #include "dev/lpc.h"
 #include "lib/log.h"
+#include "lib/clock.h"
 
 #define PM_TIMER_HZ 3579545ull
 
@@ -23,14 +24,11 @@ struct pm {
 
 static uint32_t pm_timer_now(void)
 {
-	struct timespec ts;
-	uint64_t ns;
+	uint64_t ns = monotonic_ns();
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	/* Split to avoid overflow: whole seconds, then the remainder. */
 	return (uint32_t)((ns / 1000000000ull) * PM_TIMER_HZ +
-			  (ns % 1000000000ull) * PM_TIMER_HZ / 1000000000ull);
+	                  (ns % 1000000000ull) * PM_TIMER_HZ / 1000000000ull);
 }
 
 static void update_sci(struct pm *pm)
@@ -66,7 +64,7 @@ static void evt_write(struct pm *pm, unsigned off, unsigned size, uint32_t val)
 
 	lanes(off, size, val, &mask, &v);
 	/* Status bits are write-one-to-clear; enable bits are plain. */
-	pm->sts &= (uint16_t)~(v & mask);
+	pm->sts &= (uint16_t) ~(v & mask);
 	if (mask & 0xffff0000u)
 		pm->en = (uint16_t)((pm->en & ~(mask >> 16)) | (v >> 16));
 }
@@ -87,8 +85,8 @@ static void cnt_write(struct pm *pm, unsigned off, unsigned size, uint32_t val)
 	if (slp_typ == PM_SLP_TYP_S5)
 		pm->ops->request_exit(pm->arg, KHYVE_EXIT_POWEROFF);
 	else
-		log_ratelimited(&rl, LOG_WARN, "guest asked for sleep type %u; only S5 is supported",
-				slp_typ);
+		log_ratelimited(&rl, LOG_WARN,
+		                "guest asked for sleep type %u; only S5 is supported", slp_typ);
 }
 
 static void reset_write(struct pm *pm, uint8_t val)
@@ -212,6 +210,6 @@ static int pm_lpc_init(struct machine *m, char *err, size_t errlen)
 }
 
 LPC_DEVICE(pm) = {
-	.name = "acpi-pm",
-	.init = pm_lpc_init,
+    .name = "acpi-pm",
+    .init = pm_lpc_init,
 };

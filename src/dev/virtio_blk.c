@@ -23,8 +23,9 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/parse.h"
+#include "lib/clock.h"
 
-#define VIRTIO_ID_BLOCK 2
+#define VIRTIO_ID_BLOCK           2
 
 #define VIRTIO_BLK_F_SEG_MAX      2
 #define VIRTIO_BLK_F_RO           5
@@ -42,20 +43,19 @@
 #define VIRTIO_BLK_T_DISCARD      11
 #define VIRTIO_BLK_T_WRITE_ZEROES 13
 
-#define VIRTIO_BLK_S_OK     0
-#define VIRTIO_BLK_S_IOERR  1
-#define VIRTIO_BLK_S_UNSUPP 2
+#define VIRTIO_BLK_S_OK           0
+#define VIRTIO_BLK_S_IOERR        1
+#define VIRTIO_BLK_S_UNSUPP       2
 
-#define VIRTIO_BLK_ID_BYTES 20
-#define BLK_SECTOR          512 /* virtio-blk addresses in 512-byte sectors */
-#define BLK_SEG_MAX         126 /* data segments per request */
-#define BLK_IOV_MAX         (BLK_SEG_MAX + 2) /* plus header and status */
-#define BLK_QUEUE_SIZE      256
-#define BLK_MAX_QUEUES      16
-#define BLK_MAX_DISCARD     (1u << 22) /* sectors per DISCARD/WRITE_ZEROES: 2 GiB */
-#define BLK_REAP_BATCH      64
-#define BLK_POLL_US_DEFAULT 32 /* as QEMU's iothread poll-max-ns */
-#define BLK_POLL_US_MAX     1000
+#define VIRTIO_BLK_ID_BYTES       20
+#define BLK_SECTOR                512               /* virtio-blk addresses in 512-byte sectors */
+#define BLK_SEG_MAX               126               /* data segments per request */
+#define BLK_IOV_MAX               (BLK_SEG_MAX + 2) /* plus header and status */
+#define BLK_QUEUE_SIZE            256
+#define BLK_MAX_QUEUES            16
+#define BLK_MAX_DISCARD           (1u << 22) /* sectors per DISCARD/WRITE_ZEROES: 2 GiB */
+#define BLK_REAP_BATCH            64
+#define BLK_POLL_US_MAX           1000
 
 struct virtio_blk_config {
 	uint64_t capacity; /* 512-byte sectors */
@@ -136,7 +136,7 @@ static struct ratelimit blk_rl = RATELIMIT_INIT;
 /* Copy the part of e->iov[first .. first+n) after `skip` bytes, minus
  * `drop_tail` bytes at the end, into out[]; returns the entry count. */
 static unsigned iov_slice(const struct iovec *iov, unsigned n, size_t skip, size_t drop_tail,
-			  struct iovec *out, uint64_t *bytes)
+                          struct iovec *out, uint64_t *bytes)
 {
 	uint64_t total = 0, want;
 	unsigned k = 0;
@@ -177,7 +177,7 @@ static bool in_bounds(const struct virtio_blk *blk, uint64_t sector, uint64_t by
 static void finish_now(struct blk_queue *bq, struct blk_req *r, uint8_t status);
 
 static int prepare_rw(struct blk_queue *bq, struct blk_req *r, const struct blk_req_hdr *h,
-		      struct vq_elem *e)
+                      struct vq_elem *e)
 {
 	struct virtio_blk *blk = bq->blk;
 	bool in = h->type == VIRTIO_BLK_T_IN;
@@ -199,7 +199,7 @@ static int prepare_rw(struct blk_queue *bq, struct blk_req *r, const struct blk_
 }
 
 static int prepare_space_op(struct blk_queue *bq, struct blk_req *r, const struct blk_req_hdr *h,
-			    struct vq_elem *e)
+                            struct vq_elem *e)
 {
 	struct blk_discard_seg seg;
 	bool zeroes = h->type == VIRTIO_BLK_T_WRITE_ZEROES;
@@ -260,8 +260,8 @@ static void start_request(struct blk_queue *bq, struct blk_req *r, struct vq_ele
 		break;
 	case VIRTIO_BLK_T_GET_ID:
 		idlen = buf_to_iov(e->iov + e->nread, e->nwrite, 0, blk->ident,
-				   e->write_len > VIRTIO_BLK_ID_BYTES ? VIRTIO_BLK_ID_BYTES
-								      : e->write_len - 1);
+		                   e->write_len > VIRTIO_BLK_ID_BYTES ? VIRTIO_BLK_ID_BYTES
+		                                                      : e->write_len - 1);
 		r->used_len = (uint32_t)idlen + 1;
 		return finish_now(bq, r, VIRTIO_BLK_S_OK);
 	default:
@@ -361,14 +361,6 @@ static void drain(struct blk_queue *bq)
 #define WATCH_KICK 1
 #define WATCH_STOP 2
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Adaptive polling: after activity, watch the available ring and the
  * completion queue for up to poll_us before sleeping, with guest kicks
@@ -381,7 +373,7 @@ static bool poll_for_work(struct blk_queue *bq, struct virtqueue *vq)
 
 	if (bq->blk->poll_us == 0)
 		return vq_enable_kicks(vq, true);
-	deadline = mono_ns() + (uint64_t)bq->blk->poll_us * 1000;
+	deadline = monotonic_ns() + (uint64_t)bq->blk->poll_us * 1000;
 	vq_enable_kicks(vq, false);
 	do {
 		for (int i = 0; i < 64; i++) {
@@ -389,7 +381,7 @@ static bool poll_for_work(struct blk_queue *bq, struct virtqueue *vq)
 				return true;
 			__builtin_ia32_pause();
 		}
-	} while (mono_ns() < deadline && !__atomic_load_n(&bq->stopping, __ATOMIC_ACQUIRE));
+	} while (monotonic_ns() < deadline && !__atomic_load_n(&bq->stopping, __ATOMIC_ACQUIRE));
 	return vq_enable_kicks(vq, true);
 }
 
@@ -420,7 +412,7 @@ static void *queue_main(void *arg)
 	for (bool busy = false;;) {
 		uint32_t fired = 0;
 		unsigned n = busy ? blockif_poll(bq->ctx, done, BLK_REAP_BATCH, &fired)
-				  : blockif_wait(bq->ctx, done, BLK_REAP_BATCH, &fired);
+		                  : blockif_wait(bq->ctx, done, BLK_REAP_BATCH, &fired);
 
 		if ((fired & WATCH_STOP) || __atomic_load_n(&bq->stopping, __ATOMIC_ACQUIRE)) {
 			finish_batch(bq, done, n, false);
@@ -511,13 +503,13 @@ static void blk_cfg_read(struct virtio_dev *vd, unsigned off, unsigned size, voi
 }
 
 static const struct virtio_ops blk_ops = {
-	.name = "virtio-blk",
-	.device_type = VIRTIO_ID_BLOCK,
-	.pci_class = 0x01, /* mass storage */
-	.pci_subclass = 0x00,
-	.cfg_read = blk_cfg_read,
-	.start = blk_start,
-	.stop = blk_stop,
+    .name = "virtio-blk",
+    .device_type = VIRTIO_ID_BLOCK,
+    .pci_class = 0x01, /* mass storage */
+    .pci_subclass = 0x00,
+    .cfg_read = blk_cfg_read,
+    .start = blk_start,
+    .stop = blk_stop,
 };
 
 /* ---- creation ---- */
@@ -574,7 +566,7 @@ static int parse_poll(struct config_node *node, unsigned *us, char *err, size_t 
 	const char *v = config_node_get(node, "poll_us");
 	uint64_t n;
 
-	*us = BLK_POLL_US_DEFAULT;
+	*us = blockif_default_poll_us();
 	if (v == NULL)
 		return 0;
 	if (parse_uint(v, 0, BLK_POLL_US_MAX, &n) < 0) {
@@ -586,7 +578,7 @@ static int parse_poll(struct config_node *node, unsigned *us, char *err, size_t 
 }
 
 static int parse_nqueues(struct machine *m, struct config_node *node, unsigned *n, char *err,
-			 size_t errlen)
+                         size_t errlen)
 {
 	const char *v = config_node_get(node, "num-queues");
 	uint64_t q;
@@ -605,8 +597,8 @@ static int parse_nqueues(struct machine *m, struct config_node *node, unsigned *
 static uint64_t blk_features(const struct virtio_blk *blk)
 {
 	uint64_t f = (1ull << VIRTIO_BLK_F_SEG_MAX) | (1ull << VIRTIO_BLK_F_BLK_SIZE) |
-		     (1ull << VIRTIO_BLK_F_FLUSH) | (1ull << VIRTIO_BLK_F_TOPOLOGY) |
-		     (1ull << VIRTIO_BLK_F_MQ);
+	             (1ull << VIRTIO_BLK_F_FLUSH) | (1ull << VIRTIO_BLK_F_TOPOLOGY) |
+	             (1ull << VIRTIO_BLK_F_MQ);
 
 	if (blockif_is_ro(blk->bi))
 		f |= 1ull << VIRTIO_BLK_F_RO;
@@ -618,7 +610,7 @@ static uint64_t blk_features(const struct virtio_blk *blk)
 }
 
 static int blk_init(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
-		    size_t errlen)
+                    size_t errlen)
 {
 	struct virtio_blk *blk = calloc(1, sizeof(*blk));
 	struct blockif_opts o;
@@ -639,17 +631,17 @@ static int blk_init(struct machine *m, struct pci_func *f, struct config_node *n
 	make_ident(blk, path, config_node_get(node, "ser"));
 	fill_config(blk);
 	return virtio_pci_init(&blk->vd, f, &blk_ops, blk, blk->nqueues, BLK_QUEUE_SIZE,
-			       blk_features(blk), sizeof(blk->cfg), err, errlen);
+	                       blk_features(blk), sizeof(blk->cfg), err, errlen);
 fail:
 	free(blk);
 	return -1;
 }
 
 PCI_DEVEMU(virtio_blk) = {
-	.name = "virtio-blk",
-	.legacy_config = blockif_legacy_config,
-	.init = blk_init,
-	.bar_read = virtio_pci_bar_read,
-	.bar_write = virtio_pci_bar_write,
-	.bar_moved = virtio_pci_bar_moved,
+    .name = "virtio-blk",
+    .legacy_config = blockif_legacy_config,
+    .init = blk_init,
+    .bar_read = virtio_pci_bar_read,
+    .bar_write = virtio_pci_bar_write,
+    .bar_moved = virtio_pci_bar_moved,
 };

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "lib/exitcode.h"
+#include "lib/clock.h"
 
 enum log_level log_max_level = LOG_INFO;
 
@@ -43,14 +44,6 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	log_vprint(fmt, ap);
 	va_end(ap);
-}
-
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Returns true when the message may be printed; reports a pending

@@ -27,8 +27,9 @@ main:
 	cmpb	$0x80, %al
 	jne	bad
 
-	/* An unclaimed port reads as all ones. */
-	movw	$0x510, %dx
+	/* An unclaimed port reads as all ones (not 0x510: with a boot ROM
+	 * that is fw_cfg's selector). */
+	movw	$0x530, %dx
 	inl	%dx, %eax
 	cmpl	$0xffffffff, %eax
 	jne	bad

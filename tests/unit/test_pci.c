@@ -156,12 +156,7 @@ static int group_setup(void **state)
 	char err[256] = "";
 
 	(void)state;
-	memset(&m, 0, sizeof(m));
-	m.vm.kvm_fd = -1;
-	m.vm.vm_fd = -1;
-	m.exit_fd = -1;
-	iobus_init(&m.pio, "port");
-	iobus_init(&m.mmio, "mmio");
+	machine_init_detached(&m, "unit", NULL, 0, 0);
 	config_reset();
 	if (config_set("pci.0.0.0.device", "hostbridge") < 0 ||
 	    config_set("pci.0.3.0.device", "unit-testdev") < 0 ||
@@ -388,8 +383,8 @@ static void test_cfg_offset_wrap(void **state)
 	tdf->de = saved;
 	assert_int_equal(v4, 0xffffffffu);
 	regression(v1 == 0xff && hook_max_off < PCI_CFG_SIZE,
-	          "offset 0xffffffff: 1-byte read gave 0x%x, hooks saw offset 0x%x", v1,
-	          hook_max_off);
+	           "offset 0xffffffff: 1-byte read gave 0x%x, hooks saw offset 0x%x", v1,
+	           hook_max_off);
 }
 
 static void test_readonly_header(void **state)
@@ -935,9 +930,9 @@ static void test_add_cap_full(void **state)
 	ok = off == 0 && ptr == 0 && n == 12 && f->cfg[0x43] == 0;
 	free_func(f);
 	regression(ok,
-	          "pci_add_cap() after a capability ending at 0x100 returned 0x%x and made the "
-	          "list %s (cap_end wrapped to 0)",
-	          off, ptr == 0 ? "end" : "loop");
+	           "pci_add_cap() after a capability ending at 0x100 returned 0x%x and made the "
+	           "list %s (cap_end wrapped to 0)",
+	           off, ptr == 0 ? "end" : "loop");
 }
 
 static void test_alloc_bar_errors(void **state)
@@ -983,9 +978,9 @@ static void test_alloc_bar_errors(void **state)
 	rc64 = pci_alloc_bar(f, 4, PCI_BAR_MEM64, 16);
 	free_func(f);
 	regression(rc3 == -1 && rc64 == -1,
-	          "pci_alloc_bar() accepted BAR 3 inside 64-bit BAR 2 (%d) or a 64-bit BAR 4 "
-	          "over BAR 5 (%d)",
-	          rc3, rc64);
+	           "pci_alloc_bar() accepted BAR 3 inside 64-bit BAR 2 (%d) or a 64-bit BAR 4 "
+	           "over BAR 5 (%d)",
+	           rc3, rc64);
 }
 
 /* ---- MSI ---- */
@@ -1075,9 +1070,9 @@ static void test_msi_readonly_bits(void **state)
 	ctrl = (uint16_t)cfg_rd(small, cap + 2, 2);
 	assert_true(pci_msi_enabled(small));
 	regression((ctrl & ~0x71u) == 0x80 && small->msi.nvec == 1,
-	          "MSI control of a 1-vector function reads 0x%04x after writing 0xffff "
-	          "(want 0x80 plus enable/MME) and msi.nvec is %u",
-	          ctrl, small->msi.nvec);
+	           "MSI control of a 1-vector function reads 0x%04x after writing 0xffff "
+	           "(want 0x80 plus enable/MME) and msi.nvec is %u",
+	           ctrl, small->msi.nvec);
 }
 
 /* ---- MSI-X ---- */

@@ -161,14 +161,8 @@ static int group_setup(void **state)
 	char err[256] = "";
 
 	(void)state;
-	memset(&m, 0, sizeof(m));
-	m.vm.kvm_fd = -1;
-	m.vm.vm_fd = -1;
-	m.exit_fd = -1;
-	iobus_init(&m.pio, "port");
-	iobus_init(&m.mmio, "mmio");
 	ram = calloc(1, RAM_SIZE);
-	if (ram == NULL || gmem_add_region(&m.vm.mem, RAM_GPA, RAM_SIZE, ram, false) < 0)
+	if (ram == NULL || machine_init_detached(&m, "unit", ram, RAM_GPA, RAM_SIZE) < 0)
 		return -1;
 	config_reset();
 	if (config_set("pci.0.3.0.device", "virtio-rnd") < 0 ||
