@@ -39,7 +39,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: all clean check check-deps unit guest-tests lab-tests demo format bench
+.PHONY: all clean check check-deps unit guest-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve
@@ -117,11 +117,41 @@ $(BUILD)/bench/guests/boot-%.img: bench/guests/tiny.S bench/guests/boot.ld
 
 bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/nvme-harness $(BUILD)/bin/runstat $(BENCH_GUESTS)
 
+# ---- libFuzzer targets (tests/fuzz/): clang only, the core rebuilt with
+# coverage instrumentation and ASan+UBSan in its own object dir ----
+FUZZ_CC    ?= clang
+FUZZ_SAN   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+CORE_FUZZ_OBJ := $(CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(call say,CC-FUZZ,$<)$(FUZZ_CC) $(CPPFLAGS) $(CFLAGS) -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+		-c -o $@ $<
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(CORE_FUZZ_OBJ)
+	@mkdir -p $(@D)
+	$(call say,FUZZ,$@)$(FUZZ_CC) $(CPPFLAGS) -Itests/fuzz $(CFLAGS) -O1 $(FUZZ_SAN) -fsanitize=fuzzer \
+		-MF $(BUILD)/fuzz/obj/$(notdir $@).d -o $@ $< $(CORE_FUZZ_OBJ) $(LIBS) $(LDFLAGS)
+
+# Named outside the pattern rule, so make keeps the objects rather than
+# deleting them as intermediates (and rebuilding them on the next run).
+$(FUZZ_BIN): $(CORE_FUZZ_OBJ)
+
+fuzz: $(FUZZ_BIN)
+
+# Each target runs FUZZ_SECONDS from its checked-in seeds; new inputs go to a
+# scratch corpus so the checked-in one stays as it is.
+FUZZ_SECONDS ?= 15
+fuzz-smoke: $(FUZZ_BIN)
+	@tests/fuzz/run-smoke $(FUZZ_SECONDS) $(BUILD)/fuzz $(FUZZ_BIN)
+
 # ---- the test suite ----
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev acpica-tools \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
-		grub-pc-bin seabios
+		grub-pc-bin seabios clang libclang-rt-dev
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
@@ -140,6 +170,7 @@ lab-tests: $(BUILD)/bin/khyve
 check: check-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory guest-tests
 	@$(MAKE) --no-print-directory lab-tests
 	@echo "make check: all tests passed"

@@ -1,5 +1,6 @@
 #include "boot/firmware.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,37 +61,58 @@ out:
 	return rc;
 }
 
-/* "bootorder": the disks in slot order, as QEMU names them; SeaBIOS
- * matches its own "/pci@i0cf8/ *@SLOT" patterns against these. */
+/* One "bootorder" line: PREFIX@SLOT[,FUNC] and SUFFIX; -1 when full. */
+static int bootorder_line(char *buf, size_t cap, size_t *len, const char *node,
+                          const struct pci_func *f, const char *suffix)
+{
+	int n;
+
+	if (f->func == 0)
+		n = snprintf(buf + *len, cap - *len, "/pci@i0cf8/%s@%x%s\n", node, f->slot, suffix);
+	else
+		n = snprintf(buf + *len, cap - *len, "/pci@i0cf8/%s@%x,%x%s\n", node, f->slot,
+		             f->func, suffix);
+	if (n < 0 || (size_t)n >= cap - *len)
+		return -1;
+	*len += (size_t)n;
+	return 0;
+}
+
+/* "bootorder": the disks and CD drives in slot order (AHCI ports in port
+ * order), as QEMU names them.  SeaBIOS looks up "/pci@i0cf8/ *@SLOT" for
+ * virtio-blk and NVMe and "/pci@i0cf8/ *@SLOT/drive@PORT/disk@0" for AHCI
+ * ports; a pattern matches a line it is a prefix of (up to a '/'). */
 static int add_bootorder(struct fw_cfg *fw)
 {
 	char buf[2048];
 	size_t len = 0;
+	bool full = false;
 
-	for (unsigned i = 0; i < pci_count(); i++) {
+	for (unsigned i = 0; i < pci_count() && !full; i++) {
 		const struct pci_func *f = pci_get(i);
-		const char *node = NULL;
-		int n;
+		const char *name;
 
 		if (f == NULL || f->bus != 0 || f->de == NULL)
 			continue;
-		if (strcmp(f->de->name, "virtio-blk") == 0)
-			node = "scsi";
-		else if (strcmp(f->de->name, "nvme") == 0)
-			node = "nvme";
-		else if (strcmp(f->de->name, "ahci") == 0 || strcmp(f->de->name, "ahci-hd") == 0)
-			node = "sata";
-		if (node == NULL)
-			continue;
-		if (f->func == 0)
-			n = snprintf(buf + len, sizeof(buf) - len, "/pci@i0cf8/%s@%x\n", node,
-			             f->slot);
-		else
-			n = snprintf(buf + len, sizeof(buf) - len, "/pci@i0cf8/%s@%x,%x\n", node,
-			             f->slot, f->func);
-		if (n < 0 || (size_t)n >= sizeof(buf) - len)
-			break;
-		len += (size_t)n;
+		name = f->de->name;
+		if (strcmp(name, "virtio-blk") == 0) {
+			full = bootorder_line(buf, sizeof(buf), &len, "scsi", f, "") < 0;
+		} else if (strcmp(name, "nvme") == 0) {
+			full = bootorder_line(buf, sizeof(buf), &len, "nvme", f, "") < 0;
+		} else if (strcmp(name, "ahci") == 0 || strcmp(name, "ahci-hd") == 0 ||
+		           strcmp(name, "ahci-cd") == 0) {
+			for (unsigned port = 0; port < 32 && !full; port++) {
+				char key[64], suffix[32];
+
+				snprintf(key, sizeof(key), "pci.0.%u.%u.port.%u.type", f->slot,
+				         f->func, port);
+				if (config_get(key) == NULL)
+					continue;
+				snprintf(suffix, sizeof(suffix), "/drive@%x/disk@0", port);
+				full =
+				    bootorder_line(buf, sizeof(buf), &len, "sata", f, suffix) < 0;
+			}
+		}
 	}
 	return fw_cfg_add_file(fw, "bootorder", buf, len);
 }

@@ -11,8 +11,9 @@
  *                     {u64 address, u64 length, u32 type}: RAM below the
  *                     hole, the ECAM window reserved, RAM above 4 GiB
  *   etc/boot-cpus     le16, the vCPUs SeaBIOS waits for
- *   bootorder         one OpenFirmware path per line for the disks
- *                     (virtio-blk, nvme, ahci) in slot order
+ *   bootorder         one OpenFirmware path per line for the disks and
+ *                     CD drives (virtio-blk, nvme, ahci*, each AHCI port
+ *                     as .../drive@PORT/disk@0) in slot order
  *   etc/sercon-port   le16 0x3f8 when com1 is configured: SeaBIOS's
  *                     text console (int 10h) goes to COM1
  *   etc/acpi/rsdp, etc/acpi/tables, etc/table-loader

@@ -1,0 +1,227 @@
+/*
+ * libFuzzer target for the NVMe controller (src/dev/nvme.c): two
+ * controllers (a file-backed one with two I/O queues, a 4 KiB-sector
+ * memory disk with one) in a detached machine, driven through BAR 0 as a
+ * guest driver would, with queues, PRP lists and data in fake guest RAM.
+ *
+ * Input: a sequence of ops, each an opcode byte and its operands:
+ *   bit 7 picks the controller; bit 6 "fix-up" masks the guest addresses
+ *   in a command into RAM (page-aligned PRP1 with a small offset), so that
+ *   the fuzzer gets past PRP checks without having to guess RAM's address;
+ *   bits 2:0:
+ *   0 RAM write      u32 offset, u8 length-1, bytes
+ *   1 register write u16 offset, u8 size (1 << n&3), u64 value
+ *   2 register read  u16 offset, u8 size
+ *   3 admin command  64-byte SQE, put at the admin SQ tail; rings SQ0 and
+ *                    then CQ0 at the same index
+ *   4 I/O command    u8 queue (1 + n%2), 64-byte SQE; rings that SQ
+ *   5 I/O queue pair u8 queue (1 + n%2), u8 entries (2 + n%15), u8 CQ flags:
+ *                    Create I/O CQ then Create I/O SQ through the admin queue
+ *   6 CQ doorbell    u8 queue (n%3), u16 head
+ *   7 wait           u8 (n%8 * 100 us) for the queue threads
+ *
+ * Every input starts from controllers reset (CC.EN 0, which stops their
+ * queue threads) and re-enabled with a 16-entry admin queue, in zeroed RAM.
+ */
+#include "fuzz.h"
+
+#include "bus/iobus.h"
+#include "bus/pci.h"
+#include "core/machine.h"
+#include "dev/nvme.h"
+#include "lib/config.h"
+
+#define RAM_GPA    0x100000ull
+#define RAM_SIZE   0x100000ull /* 1 MiB */
+#define PAGE       4096ull
+#define ASQ_GPA    (RAM_GPA + 0x0000)
+#define ACQ_GPA    (RAM_GPA + 0x1000)
+#define SQ_GPA(q)  (RAM_GPA + 0x2000 * (q))
+#define CQ_GPA(q)  (RAM_GPA + 0x2000 * (q) + 0x1000)
+#define AQ_ENTRIES 16
+#define IMG_SIZE   (256u << 10)
+#define NCTRL      2
+#define MAXQ       2
+#define DB(q, cq)  (0x1000 + 8 * (q) + 4 * (cq))
+
+static struct machine m;
+static uint8_t *ram;
+
+struct ctl {
+	uint64_t bar;
+	uint32_t sq_tail[MAXQ + 1];
+	uint32_t sq_size[MAXQ + 1];
+};
+static struct ctl ctl[NCTRL];
+
+static void no_intx(struct machine *mm, unsigned gsi, bool level)
+{
+	(void)mm;
+	(void)gsi;
+	(void)level;
+}
+
+static void reg(struct ctl *c, uint64_t off, unsigned size, bool is_write, uint64_t val)
+{
+	/* Unclaimed accesses (past the BAR) are part of the game. */
+	(void)iobus_access(&m.mmio, c->bar + off, size, is_write, &val);
+}
+
+static void setup_once(void)
+{
+	char err[256] = "";
+	const char *img;
+
+	fuzz_quiet();
+	ram = aligned_alloc(PAGE, RAM_SIZE);
+	if (ram == NULL || machine_init_detached(&m, "fuzz", ram, RAM_GPA, RAM_SIZE) < 0)
+		abort();
+	m.intx_hook = no_intx;
+	img = fuzz_image(IMG_SIZE, 0xa5);
+	config_reset();
+	if (config_set("pci.0.3.0.device", "nvme") < 0 || config_set("pci.0.3.0.path", img) < 0 ||
+	    config_set("pci.0.3.0.maxq", "2") < 0 || config_set("pci.0.3.0.qsz", "16") < 0 ||
+	    config_set("pci.0.3.0.ioslots", "4") < 0 ||
+	    config_set("pci.0.4.0.device", "nvme") < 0 || config_set("pci.0.4.0.ram", "1") < 0 ||
+	    config_set("pci.0.4.0.sectsz", "4096") < 0 || config_set("pci.0.4.0.maxq", "1") < 0)
+		abort();
+	if (pci_init(&m, err, sizeof(err)) < 0) {
+		fprintf(stderr, "pci_init: %s\n", err);
+		abort();
+	}
+	fuzz_unlink_images();
+	for (unsigned i = 0; i < NCTRL; i++) {
+		ctl[i].bar = pci_get(i)->bar[0].addr;
+		pci_cfg_write(0, 3 + i, 0, PCIR_COMMAND, 2, PCIM_CMD_MEM | PCIM_CMD_BUSMASTER);
+	}
+}
+
+static void reset_all(void)
+{
+	/* Disable first: that joins the queue threads, which may still be
+	 * writing completions into RAM. */
+	for (unsigned i = 0; i < NCTRL; i++)
+		reg(&ctl[i], 0x14, 4, true, 0);
+	memset(ram, 0, RAM_SIZE);
+	for (unsigned i = 0; i < NCTRL; i++) {
+		struct ctl *c = &ctl[i];
+
+		memset(c->sq_tail, 0, sizeof(c->sq_tail));
+		memset(c->sq_size, 0, sizeof(c->sq_size));
+		c->sq_size[0] = AQ_ENTRIES;
+		/* Controller i uses the RAM's i-th half for its queues. */
+		reg(c, 0x24, 4, true, (AQ_ENTRIES - 1) | ((AQ_ENTRIES - 1) << 16));
+		reg(c, 0x28, 8, true, ASQ_GPA + i * 0x8000);
+		reg(c, 0x30, 8, true, ACQ_GPA + i * 0x8000);
+		reg(c, 0x14, 4, true, (6u << 16) | (4u << 20) | 1);
+	}
+}
+
+static uint64_t in_ram(uint64_t gpa, uint64_t align)
+{
+	return RAM_GPA + ((gpa % RAM_SIZE) & ~(align - 1));
+}
+
+static void fixup(struct nvme_sqe *e)
+{
+	/* A PRP1 offset must be dword aligned; keep it small so PRP2 matters. */
+	e->prp1 = in_ram(e->prp1 & ~0xfc0ull, 4);
+	/* PRP2 is a page, or (odd values) a qword-aligned PRP list pointer
+	 * that may start inside its page. */
+	e->prp2 = in_ram(e->prp2, (e->prp2 & 1) ? 8 : PAGE);
+	if (e->mptr != 0)
+		e->mptr = in_ram(e->mptr, 4);
+}
+
+static void submit(struct ctl *c, unsigned i, unsigned q, struct nvme_sqe *e)
+{
+	uint64_t base = (q == 0 ? ASQ_GPA : SQ_GPA(q)) + i * 0x8000;
+	uint32_t size = c->sq_size[q] ? c->sq_size[q] : 2;
+	uint32_t tail = c->sq_tail[q] % size;
+
+	memcpy(ram + (base - RAM_GPA) + tail * NVME_SQE_SIZE, e, sizeof(*e));
+	c->sq_tail[q] = (tail + 1) % size;
+	reg(c, DB(q, 0), 4, true, c->sq_tail[q]);
+	if (q == 0)
+		reg(c, DB(0, 1), 4, true, c->sq_tail[0]);
+}
+
+static void queue_pair(struct ctl *c, unsigned i, unsigned q, unsigned entries, uint8_t flags)
+{
+	struct nvme_sqe e = {.opc = 0x05, .cid = (uint16_t)(0x100 + q)};
+
+	e.prp1 = CQ_GPA(q) + i * 0x8000;
+	e.cdw10 = q | ((entries - 1) << 16);
+	e.cdw11 = (flags & 3) | ((uint32_t)(flags >> 2) << 16); /* PC, IEN, IV */
+	submit(c, i, 0, &e);
+	e.opc = 0x01;
+	e.cid++;
+	e.prp1 = SQ_GPA(q) + i * 0x8000;
+	e.cdw11 = 1 | (q << 16);
+	submit(c, i, 0, &e);
+	c->sq_size[q] = entries;
+	c->sq_tail[q] = 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static bool ready;
+	struct fz z = {data, size};
+	struct nvme_sqe e;
+
+	if (!ready) {
+		setup_once();
+		ready = true;
+	}
+	reset_all();
+	for (unsigned n = 0; n < FUZZ_MAX_OPS && fz_more(&z); n++) {
+		uint8_t op = fz_u8(&z);
+		unsigned i = op >> 7;
+		struct ctl *c = &ctl[i];
+		bool fix = op & 0x40;
+
+		switch (op & 7) {
+		case 0:
+			fz_ram_write(&z, ram, RAM_SIZE, 4);
+			break;
+		case 1:
+		case 2: {
+			uint16_t off = fz_u16(&z);
+			unsigned sz = 1u << (fz_u8(&z) & 3);
+			uint64_t val = (op & 7) == 1 ? fz_u64(&z) : 0;
+
+			reg(c, off, sz, (op & 7) == 1, val);
+			break;
+		}
+		case 3:
+		case 4: {
+			unsigned q = (op & 7) == 3 ? 0 : 1 + fz_u8(&z) % MAXQ;
+
+			fz_bytes(&z, &e, sizeof(e));
+			if (fix)
+				fixup(&e);
+			submit(c, i, q, &e);
+			break;
+		}
+		case 5: {
+			unsigned q = 1 + fz_u8(&z) % MAXQ;
+			unsigned entries = 2 + fz_u8(&z) % 15;
+
+			queue_pair(c, i, q, entries, fz_u8(&z));
+			break;
+		}
+		case 6: {
+			unsigned q = fz_u8(&z) % (MAXQ + 1);
+
+			reg(c, DB(q, 1), 4, true, fz_u16(&z));
+			break;
+		}
+		case 7:
+			usleep(100u * (fz_u8(&z) % 8));
+			break;
+		}
+	}
+	return 0;
+}
