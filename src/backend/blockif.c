@@ -38,6 +38,7 @@ struct blockif_ctx {
 	struct blockif_req *quick_head, *quick_tail;
 	/* io_uring */
 	struct io_uring ring;
+	unsigned uring_inflight; /* requests (not watches) in the ring */
 	/* watched fds (blockif_ctx_watch) */
 	int watch_fd[BLOCKIF_MAX_WATCH];
 	uint32_t watch_tag[BLOCKIF_MAX_WATCH];
@@ -340,6 +341,7 @@ static void uring_prep(struct blockif_ctx *ctx, struct blockif_req *req)
 		sqe = io_uring_get_sqe(&ctx->ring);
 	}
 	if (sqe == NULL) { /* cannot happen with depth-sized rings; be safe */
+		ctx->uring_inflight--;
 		req->result = do_sync(ctx->bi, req);
 		list_append(&ctx->quick_head, &ctx->quick_tail, req);
 		signal_efd(ctx);
@@ -430,8 +432,10 @@ static unsigned uring_drain(struct blockif_ctx *ctx, struct blockif_req **out, u
 		io_uring_cqe_seen(&ctx->ring, cqe);
 		if (data < WATCH_DATA_MAX)
 			uring_watch_fired(ctx, &copy, fired);
-		else if (uring_complete(ctx, (struct blockif_req *)(uintptr_t)data, copy.res))
+		else if (uring_complete(ctx, (struct blockif_req *)(uintptr_t)data, copy.res)) {
+			ctx->uring_inflight--;
 			out[n++] = (struct blockif_req *)(uintptr_t)data;
+		}
 	}
 	return n;
 }
@@ -598,7 +602,13 @@ void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req)
 		req->result = -EOPNOTSUPP;
 	else if (req->op == BLOCKIF_DISCARD || req->op == BLOCKIF_WRITE_ZEROES)
 		req->result = do_space_op(ctx->bi, req);
+	else if (ctx->uring && req->op == BLOCKIF_FLUSH && ctx->uring_inflight == 0)
+		/* Nothing else in flight (the fsync-after-each-write pattern of
+		 * databases): fdatasync here, sparing the hop through io_uring's
+		 * worker threads that an fsync always takes. */
+		req->result = do_sync(ctx->bi, req);
 	else if (ctx->uring) {
+		ctx->uring_inflight++;
 		uring_prep(ctx, req);
 		return;
 	} else {

@@ -8,8 +8,9 @@
  * nocache opens with O_DIRECT, sync/direct with O_SYNC.
  *
  * Each submitting thread owns a struct blockif_ctx (its own ring).  A flush
- * completes only after fdatasync(2) of the image succeeded and after every
- * request submitted before it on that context completed.
+ * completes only after fdatasync(2) of the image succeeded; it covers every
+ * write that completed before the flush was queued (what virtio 1.2 5.2.6
+ * and NVMe's Flush promise), not writes still in flight beside it.
  */
 #ifndef KHYVE_BLOCKIF_H
 #define KHYVE_BLOCKIF_H
