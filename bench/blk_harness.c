@@ -24,6 +24,7 @@
 #include "bus/pci.h"
 #include "bus/virtio_pci.h"
 #include "core/machine.h"
+#include "harness.h"
 #include "lib/config.h"
 #include "lib/clock.h"
 
@@ -126,22 +127,12 @@ static void negotiate(void)
 	common_write(CC_STATUS, 1, 1 | 2 | 8 | 4);
 }
 
-static uint64_t rnd_state = 88172645463325252ull;
-
-static uint64_t rnd(void)
-{
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
-}
-
 /* Slot s uses descriptors 3s..3s+2: header, data, status. */
 static void fill_slot(unsigned s, bool write, uint64_t nblocks)
 {
 	struct vdesc *d = gpa(DESC_GPA);
 	uint32_t *hdr = gpa(HDR_GPA + 16 * s);
-	uint64_t sector = (rnd() % nblocks) * (BLOCK / 512);
+	uint64_t sector = (harness_rnd() % nblocks) * (BLOCK / 512);
 
 	hdr[0] = write ? 1 : 0;
 	hdr[1] = 0;
@@ -163,45 +154,38 @@ static void kick(void)
 		exit(1);
 }
 
+/* Each request takes three descriptors. */
+static bool qd_fits(unsigned qd)
+{
+	return qd * 3 <= QSIZE;
+}
+
 int main(int argc, char **argv)
 {
 	struct machine m;
 	volatile uint16_t *avail, *used;
 	uint16_t avail_idx = 0, used_seen = 0;
-	unsigned qd;
-	bool write;
-	double secs;
-	uint64_t nblocks, done = 0, errors = 0, t0, t_end;
-	FILE *f;
+	struct harness_args a;
+	uint64_t done = 0, errors = 0, t0, t_end;
+	int rc;
 
-	if (argc < 5) {
-		fprintf(stderr, "usage: blk-harness FILE read|write QD SECONDS [nocache]\n");
-		return 2;
-	}
-	write = strcmp(argv[2], "write") == 0;
+	rc = harness_parse(argc, argv, "blk-harness", BLOCK, qd_fits, &a);
+	if (rc != 0)
+		return rc;
 	irq_mode = getenv("BLK_DRIVER") != NULL && strcmp(getenv("BLK_DRIVER"), "irq") == 0;
-	qd = (unsigned)atoi(argv[3]);
-	secs = atof(argv[4]);
-	if (qd == 0 || qd * 3 > QSIZE || secs <= 0)
-		return 2;
-	f = fopen(argv[1], "r");
-	if (f == NULL || fseek(f, 0, SEEK_END) < 0)
-		return 1;
-	nblocks = (uint64_t)ftell(f) / BLOCK;
-	fclose(f);
-	setup_machine(&m, argv[1], argc > 5 && strcmp(argv[5], "nocache") == 0);
+	setup_machine(&m, a.path, a.nocache);
 	negotiate();
 	avail = gpa(AVAIL_GPA);
 	used = gpa(USED_GPA);
-	for (unsigned s = 0; s < qd; s++) {
-		fill_slot(s, write, nblocks);
+	for (unsigned s = 0; s < a.qd; s++) {
+		fill_slot(s, a.write, a.nblocks);
 		avail[2 + (avail_idx % QSIZE)] = (uint16_t)(3 * s);
 		avail_idx++;
 	}
 	__atomic_store_n(&avail[1], avail_idx, __ATOMIC_RELEASE);
 	kick();
 	t0 = monotonic_ns();
-	t_end = t0 + (uint64_t)(secs * 1e9);
+	t_end = t0 + (uint64_t)(a.secs * 1e9);
 	while (monotonic_ns() < t_end) {
 		uint16_t u = __atomic_load_n(&used[1], __ATOMIC_ACQUIRE);
 		uint64_t v;
@@ -223,7 +207,7 @@ int main(int argc, char **argv)
 
 			errors += *(uint8_t *)gpa(STATUS_GPA + s) != 0;
 			done++;
-			fill_slot(s, write, nblocks);
+			fill_slot(s, a.write, a.nblocks);
 			avail[2 + (avail_idx % QSIZE)] = (uint16_t)(3 * s);
 			avail_idx++;
 		}

@@ -19,6 +19,7 @@
 
 #include "bus/pci.h"
 #include "core/machine.h"
+#include "harness.h"
 #include "dev/nvme.h"
 #include "lib/config.h"
 #include "lib/clock.h"
@@ -105,16 +106,6 @@ static void bring_up(void)
 	}
 }
 
-static uint64_t rnd_state = 88172645463325252ull;
-
-static uint64_t rnd(void)
-{
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
-}
-
 static unsigned sq_tail;
 
 /* Queue a 4 KiB random command with id `cid` (its own data page). */
@@ -124,7 +115,7 @@ static void queue_io(uint16_t cid, bool write, uint64_t nblocks, uint32_t lbas_p
 	                     .cid = cid,
 	                     .nsid = 1,
 	                     .prp1 = DATA_GPA + (uint64_t)BLOCK * cid};
-	uint64_t slba = (rnd() % nblocks) * lbas_per_block;
+	uint64_t slba = (harness_rnd() % nblocks) * lbas_per_block;
 
 	c.cdw10 = (uint32_t)slba;
 	c.cdw11 = (uint32_t)(slba >> 32);
@@ -133,36 +124,31 @@ static void queue_io(uint16_t cid, bool write, uint64_t nblocks, uint32_t lbas_p
 	sq_tail = (sq_tail + 1) % QSIZE;
 }
 
+/* A full queue holds QSIZE - 1 commands. */
+static bool qd_fits(unsigned qd)
+{
+	return qd < QSIZE;
+}
+
 int main(int argc, char **argv)
 {
 	struct machine m;
-	unsigned qd, cq_head = 0;
-	bool write, phase = true;
-	double secs;
-	uint64_t nblocks, done = 0, errors = 0, t0, t_end;
-	FILE *f;
+	struct harness_args a;
+	unsigned cq_head = 0;
+	bool phase = true;
+	uint64_t done = 0, errors = 0, t0, t_end;
+	int rc;
 
-	if (argc < 5) {
-		fprintf(stderr, "usage: nvme-harness FILE read|write QD SECONDS [nocache]\n");
-		return 2;
-	}
-	write = strcmp(argv[2], "write") == 0;
-	qd = (unsigned)atoi(argv[3]);
-	secs = atof(argv[4]);
-	if (qd == 0 || qd >= QSIZE || secs <= 0)
-		return 2;
-	f = fopen(argv[1], "r");
-	if (f == NULL || fseek(f, 0, SEEK_END) < 0)
-		return 1;
-	nblocks = (uint64_t)ftell(f) / BLOCK;
-	fclose(f);
-	setup_machine(&m, argv[1], argc > 5 && strcmp(argv[5], "nocache") == 0);
+	rc = harness_parse(argc, argv, "nvme-harness", BLOCK, qd_fits, &a);
+	if (rc != 0)
+		return rc;
+	setup_machine(&m, a.path, a.nocache);
 	bring_up();
-	for (unsigned i = 0; i < qd; i++)
-		queue_io((uint16_t)i, write, nblocks, BLOCK / 512);
+	for (unsigned i = 0; i < a.qd; i++)
+		queue_io((uint16_t)i, a.write, a.nblocks, BLOCK / 512);
 	reg_write(0x1008, 4, sq_tail);
 	t0 = monotonic_ns();
-	t_end = t0 + (uint64_t)(secs * 1e9);
+	t_end = t0 + (uint64_t)(a.secs * 1e9);
 	while (monotonic_ns() < t_end) {
 		unsigned n = 0;
 
@@ -176,7 +162,7 @@ int main(int argc, char **argv)
 			errors += (sf >> 1) != 0;
 			done++;
 			n++;
-			queue_io(cid, write, nblocks, BLOCK / 512);
+			queue_io(cid, a.write, a.nblocks, BLOCK / 512);
 			if (++cq_head == QSIZE) {
 				cq_head = 0;
 				phase = !phase;
