@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "lib/config.h"
+#include "lib/clock.h"
 #include "lib/parse.h"
 
 #define POOL_THREADS 4
@@ -588,6 +589,22 @@ unsigned blockif_default_poll_us(void)
 		__atomic_store_n(&cached, us, __ATOMIC_RELAXED);
 	}
 	return (unsigned)us;
+}
+
+bool blockif_spin(unsigned us, bool (*ready)(void *arg), void *arg, const bool *stop)
+{
+	uint64_t deadline = monotonic_ns() + (uint64_t)us * 1000;
+
+	if (us == 0)
+		return false;
+	do {
+		for (int i = 0; i < 64; i++) {
+			if (ready(arg))
+				return true;
+			__builtin_ia32_pause();
+		}
+	} while (monotonic_ns() < deadline && !__atomic_load_n(stop, __ATOMIC_ACQUIRE));
+	return false;
 }
 
 void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req)

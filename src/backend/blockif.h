@@ -134,4 +134,13 @@ const char *blockif_ctx_engine(const struct blockif_ctx *ctx);
  */
 unsigned blockif_default_poll_us(void);
 
+/*
+ * Busy-wait (with PAUSE) for up to `us` microseconds until ready(arg) is
+ * true or *stop becomes true; ready() is asked every 64 pauses' worth of
+ * spinning, so it must be cheap (no syscalls).  Returns whether ready()
+ * said so; with `us` 0 it returns false at once, leaving the caller's own
+ * last look (after it re-armed its notifications) to decide.
+ */
+bool blockif_spin(unsigned us, bool (*ready)(void *arg), void *arg, const bool *stop);
+
 #endif

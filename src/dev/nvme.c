@@ -42,7 +42,6 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/parse.h"
-#include "lib/clock.h"
 
 /* ---- limits and defaults ---- */
 
@@ -968,22 +967,21 @@ static bool sq_has_work(struct nvme_sq *sq, struct nvme_cq *cq)
  * (both sides use sequentially consistent accesses), so no doorbell is
  * missed.  True when work showed up.
  */
+static bool sq_ready(void *arg)
+{
+	struct nvme_sq *sq = arg;
+
+	return sq_has_work(sq, &sq->c->cq[sq->cqid]);
+}
+
 static bool sq_poll_for_work(struct nvme_sq *sq, struct nvme_cq *cq)
 {
-	uint64_t deadline = monotonic_ns() + blockif_default_poll_us() * 1000ull;
+	bool ready;
 
 	__atomic_store_n(&sq->polling, true, __ATOMIC_SEQ_CST);
-	do {
-		for (int i = 0; i < 64; i++) {
-			if (sq_has_work(sq, cq)) {
-				__atomic_store_n(&sq->polling, false, __ATOMIC_SEQ_CST);
-				return true;
-			}
-			__builtin_ia32_pause();
-		}
-	} while (monotonic_ns() < deadline && !__atomic_load_n(&sq->stopping, __ATOMIC_ACQUIRE));
+	ready = blockif_spin(blockif_default_poll_us(), sq_ready, sq, &sq->stopping);
 	__atomic_store_n(&sq->polling, false, __ATOMIC_SEQ_CST);
-	return sq_has_work(sq, cq);
+	return ready || sq_has_work(sq, cq);
 }
 
 static void *sq_main(void *arg)

@@ -23,7 +23,6 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/parse.h"
-#include "lib/clock.h"
 
 #define VIRTIO_ID_BLOCK           2
 
@@ -367,21 +366,20 @@ static void drain(struct blk_queue *bq)
  * suppressed meanwhile.  A busy guest then needs no notification exit and
  * the thread no wake-up.  Returns true when work showed up.
  */
+static bool queue_ready(void *arg)
+{
+	struct blk_queue *bq = arg;
+
+	return vq_has_work(&bq->blk->vd.queue[bq->qi].vq) || blockif_ready(bq->ctx);
+}
+
 static bool poll_for_work(struct blk_queue *bq, struct virtqueue *vq)
 {
-	uint64_t deadline;
-
 	if (bq->blk->poll_us == 0)
 		return vq_enable_kicks(vq, true);
-	deadline = monotonic_ns() + (uint64_t)bq->blk->poll_us * 1000;
 	vq_enable_kicks(vq, false);
-	do {
-		for (int i = 0; i < 64; i++) {
-			if (vq_has_work(vq) || blockif_ready(bq->ctx))
-				return true;
-			__builtin_ia32_pause();
-		}
-	} while (monotonic_ns() < deadline && !__atomic_load_n(&bq->stopping, __ATOMIC_ACQUIRE));
+	if (blockif_spin(bq->blk->poll_us, queue_ready, bq, &bq->stopping))
+		return true;
 	return vq_enable_kicks(vq, true);
 }
 
