@@ -29,6 +29,13 @@ CORE_SRC := $(sort $(wildcard src/lib/*.c src/vmm/*.c src/bus/*.c src/dev/*.c \
                               src/boot/*.c src/backend/*.c src/core/*.c)) src/cmd/cli.c
 KHYVE_SRC := src/cmd/khyve.c
 
+# The vm manager: src/vm/ (also linked into unit tests) and its main().
+VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c
+VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
+VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
+VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/%,$(VM_OBJ))
+VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/%,$(VM_SAN_OBJ))
+
 CORE_OBJ      := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 CORE_SAN_OBJ  := $(CORE_SRC:%.c=$(BUILD)/san/obj/%.o)
 
@@ -39,10 +46,18 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: all clean check check-deps unit guest-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: all clean check check-deps unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
-all: $(BUILD)/bin/khyve
+all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
+
+$(BUILD)/bin/vm: $(VM_OBJ) $(BUILD)/obj/src/cmd/vm.o
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^
+
+$(BUILD)/san/bin/vm: $(VM_SAN_OBJ) $(BUILD)/san/obj/src/cmd/vm.o
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) $(SAN) -o $@ $^
 
 $(BUILD)/bin/khyve: $(CORE_OBJ) $(KHYVE_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(@D)
@@ -64,15 +79,15 @@ $(BUILD)/san/obj/%.o: %.c
 CMOCKA_CFLAGS = $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS   = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 
-$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ)
+$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ) $(VM_ONLY_OBJ)
 	@mkdir -p $(@D)
 	$(call say,TEST,$@)$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_OBJ) \
-		$(CMOCKA_LIBS) $(LIBS) $(LDFLAGS)
+		$(VM_ONLY_OBJ) $(CMOCKA_LIBS) $(LIBS) $(LDFLAGS)
 
-$(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ)
+$(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ)
 	@mkdir -p $(@D)
 	$(call say,TEST-SAN,$@)$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) $(SAN) -O1 -o $@ $< \
-		$(CORE_SAN_OBJ) $(CMOCKA_LIBS) $(LIBS) $(LDFLAGS)
+		$(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ) $(CMOCKA_LIBS) $(LIBS) $(LDFLAGS)
 
 # ---- tiny test guests: flat ROM images, no FPU/SSE ----
 $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.inc
@@ -159,6 +174,10 @@ unit: $(UNIT_BIN) $(UNIT_SAN)
 guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUESTS)
 	@tests/guests/run
 
+vm-tests: $(BUILD)/bin/vm $(BUILD)/san/bin/vm
+	@tests/vm/run $(BUILD)
+	@tests/vm/run $(BUILD)/san
+
 lab-tests: $(BUILD)/bin/khyve
 	@tests/lab/linux-boot
 	@tests/lab/devices
@@ -168,9 +187,10 @@ lab-tests: $(BUILD)/bin/khyve
 	@tests/lab/nvme
 
 check: check-deps
-	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve
+	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory vm-tests
 	@$(MAKE) --no-print-directory guest-tests
 	@$(MAKE) --no-print-directory lab-tests
 	@echo "make check: all tests passed"

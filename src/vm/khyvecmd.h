@@ -1,0 +1,60 @@
+/*
+ * From a guest's vm-bhyve config to the khyve command line (what vm-bhyve's
+ * vm-run does for bhyve): loader, cpu topology, memory, disks, networks,
+ * com ports, bhyve_options.  Pure apart from reading files it is told
+ * about, so `vm start -n NAME` can print the result and unit tests can
+ * check it.
+ */
+#ifndef KHYVE_VM_KHYVECMD_H
+#define KHYVE_VM_KHYVECMD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "vm/vm.h"
+
+#define VM_MAX_NICS 32
+
+/* A growable NULL-terminated argv; free with argv_free(). */
+struct argv {
+	char **v;
+	size_t n, cap;
+};
+int argv_add(struct argv *a, const char *s);
+int argv_addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void argv_free(struct argv *a);
+/* The argv as one shell-quoted line (malloc'd), for `vm start -n` and logs. */
+char *argv_to_shell(const struct argv *a);
+
+/* Host-side names chosen at start time for each networkN (by N). */
+struct vm_taps {
+	size_t n;                     /* networks 0..n-1 */
+	char name[VM_MAX_NICS][16];   /* tap interface of networkN ("" = none) */
+};
+
+struct vm_start_opts {
+	bool install;           /* `vm install`: boot from `iso` */
+	const char *iso;        /* install medium (absolute path) or NULL */
+	const struct vm_taps *taps; /* may be NULL (dry run: names are predicted) */
+	const char *grub_image; /* loader=grub: the boot image made for this run */
+	bool foreground;        /* `vm start -i`/console=tmux: com1 on stdio */
+};
+
+/*
+ * Build the khyve command line for guest `g`: argv[0] is sys->khyve, the
+ * last element the guest name.  0, or -1 with a one-line reason in `err`
+ * for a config khyve cannot run (bhyveload, a bad value in a key such as
+ * cpu or memory, a missing disk).  Unknown keys are warned about once.
+ */
+int vm_khyve_command(const struct vm_sys *sys, const struct vm_guest *g,
+		     const struct vm_start_opts *opts, struct argv *out, char *err, size_t errlen);
+
+/*
+ * loader="grub": write a SeaBIOS-bootable GRUB image for this run into
+ * `out` (PATH_MAX) whose script is the guest's grub_run* (or, when
+ * installing, grub_install*) lines.  0, or -1 with `err`.
+ */
+int vm_grub_image(const struct vm_sys *sys, const struct vm_guest *g, bool install,
+		  const char *iso, char *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * Whether a guest runs: its supervisor (`vm _run`) holds run.lock (which
+ * names the host, as in vm-bhyve) and records its pid and khyve's pid in
+ * run.state.  A lock whose supervisor is gone (host crash, kill -9) is
+ * stale and reads as Stopped.
+ */
+#ifndef KHYVE_VM_STATE_H
+#define KHYVE_VM_STATE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "vm/vm.h"
+
+enum vm_run_state {
+	VM_STOPPED,
+	VM_RUNNING,      /* supervisor alive on this host */
+	VM_LOCKED,       /* run.lock names another host */
+};
+
+struct vm_status {
+	enum vm_run_state state;
+	pid_t supervisor;   /* 0 when not running */
+	pid_t khyve;        /* 0 between restarts */
+	char host[256];     /* from run.lock */
+	char console[16];   /* "pty" or "tmux" */
+};
+
+/* Read the state of `g`.  Never fails: unreadable files read as Stopped. */
+void vm_status_get(const struct vm_sys *sys, const struct vm_guest *g, struct vm_status *st);
+
+/* "Running (PID)", "Stopped", "Locked (HOST)" as vm list prints it. */
+void vm_status_format(const struct vm_status *st, char *out, size_t len);
+
+#endif
