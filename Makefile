@@ -33,6 +33,7 @@ KHYVE_SRC := src/cmd/khyve.c
 VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c
 VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
 VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
+VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null || echo -lcjson)
 VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/%,$(VM_OBJ))
 VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/%,$(VM_SAN_OBJ))
 
@@ -53,11 +54,11 @@ all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
 
 $(BUILD)/bin/vm: $(VM_OBJ) $(BUILD)/obj/src/cmd/vm.o
 	@mkdir -p $(@D)
-	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(VM_LIBS)
 
 $(BUILD)/san/bin/vm: $(VM_SAN_OBJ) $(BUILD)/san/obj/src/cmd/vm.o
 	@mkdir -p $(@D)
-	$(call say,LD,$@)$(CC) $(LDFLAGS) $(SAN) -o $@ $^
+	$(call say,LD,$@)$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(VM_LIBS)
 
 $(BUILD)/bin/khyve: $(CORE_OBJ) $(KHYVE_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(@D)
@@ -82,12 +83,12 @@ CMOCKA_LIBS   = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ) $(VM_ONLY_OBJ)
 	@mkdir -p $(@D)
 	$(call say,TEST,$@)$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_OBJ) \
-		$(VM_ONLY_OBJ) $(CMOCKA_LIBS) $(LIBS) $(LDFLAGS)
+		$(VM_ONLY_OBJ) $(CMOCKA_LIBS) $(LIBS) $(VM_LIBS) $(LDFLAGS)
 
 $(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ)
 	@mkdir -p $(@D)
 	$(call say,TEST-SAN,$@)$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) $(SAN) -O1 -o $@ $< \
-		$(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ) $(CMOCKA_LIBS) $(LIBS) $(LDFLAGS)
+		$(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ) $(CMOCKA_LIBS) $(LIBS) $(VM_LIBS) $(LDFLAGS)
 
 # ---- tiny test guests: flat ROM images, no FPU/SSE ----
 $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.inc
@@ -164,9 +165,9 @@ fuzz-smoke: $(FUZZ_BIN)
 
 # ---- the test suite ----
 check-deps:
-	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev acpica-tools \
+	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev acpica-tools \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
-		grub-pc-bin seabios clang libclang-rt-dev
+		grub-pc-bin seabios clang libclang-rt-dev nftables dnsmasq-base qemu-utils tmux
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
@@ -196,7 +197,7 @@ check: check-deps
 	@echo "make check: all tests passed"
 
 demo:
-	@scripts/need-packages build-essential pkg-config liburing-dev libmd-dev qemu-system-x86 \
+	@scripts/need-packages build-essential pkg-config liburing-dev libmd-dev libcjson-dev qemu-system-x86 \
 		linux-image-amd64 busybox-static cpio
 	@$(MAKE) --no-print-directory all
 	@scripts/demo

@@ -77,7 +77,7 @@ bool rcconf_value_valid(const char *value)
 
 /* Parse the value part of `key=...` (comment already cut off) into a
  * malloc'd string, or NULL with a reason. */
-static char *parse_value(const char *s, const char **why)
+static char *parse_value(const char *s, bool cut, const char **why)
 {
 	size_t len = strlen(s);
 	char *out = malloc(len + 1), *o = out;
@@ -93,11 +93,17 @@ static char *parse_value(const char *s, const char **why)
 				p++;
 			*o++ = *p;
 		}
-		if (*p != '"') {
+		/* vm-bhyve cuts comments first and drops quotes, so `a="x#y"`
+		 * reads as x: accept a quote the comment cut off. */
+		if (*p != '"' && !cut) {
 			*why = "missing closing '\"'";
 			goto bad;
 		}
-		p++;
+		if (*p == '"')
+			p++;
+		else
+			while (o > out && isspace((unsigned char)o[-1]))
+				o--;
 	} else if (*p == '\'') {
 		for (p++; *p && *p != '\''; p++)
 			*o++ = *p;
@@ -156,7 +162,7 @@ static int parse_line(const char *raw, struct rc_line *l, const char **why)
 		*why = "bad setting name";
 		goto bad;
 	}
-	l->value = parse_value(eq + 1, why);
+	l->value = parse_value(eq + 1, hash != NULL, why);
 	if (!l->value)
 		goto bad;
 	l->key = strdup(body);
