@@ -397,6 +397,28 @@ static int load_stopped(const struct vm_sys *sys, const char *name, struct vm_gu
 
 /* ---- destroy ---- */
 
+/* NAME@SNAP: a snapshot is the folder .snapshots/SNAP in the guest's. */
+static int destroy_snapshot(const struct vm_sys *sys, const char *spec)
+{
+	char name[VM_NAME_MAX + 1], path[PATH_MAX], err[512];
+	const char *snap = strchr(spec, '@') + 1;
+	struct vm_guest g;
+	int len = (int)(snap - 1 - spec);
+
+	if (len > VM_NAME_MAX || !*snap || snap[0] == '.' || strchr(snap, '/'))
+		return vm_error("%s: not a valid snapshot name", spec);
+	snprintf(name, sizeof(name), "%.*s", len, spec);
+	if (vm_require_write(sys, "destroy") < 0)
+		return 1;
+	if (vm_guest_find(sys, name, &g, err, sizeof(err)) < 0)
+		return vm_error("%s", err);
+	vm_guest_free(&g);
+	if (snprintf(path, sizeof(path), "%s/.snapshots/%s", g.dir, snap) >= (int)sizeof(path) ||
+	    !vm_exists(path))
+		return vm_error("%s: no such snapshot", spec);
+	return vm_rmtree(path) < 0 ? vm_error("%s: %s", path, strerror(errno)) : 0;
+}
+
 int cmd_destroy(struct vm_sys *sys, int argc, char **argv)
 {
 	bool force = false;
@@ -410,7 +432,9 @@ int cmd_destroy(struct vm_sys *sys, int argc, char **argv)
 		force = true;
 	}
 	if (optind != argc - 1)
-		return vm_error("usage: vm destroy [-f] name");
+		return vm_error("usage: vm destroy [-f] name[@snapshot]");
+	if (strchr(argv[optind], '@'))
+		return destroy_snapshot(sys, argv[optind]);
 	if (vm_require_write(sys, "destroy") < 0 || load_stopped(sys, argv[optind], &g))
 		return 1;
 	if (!force && !vm_confirm("Are you sure you want to completely remove this virtual machine")) {

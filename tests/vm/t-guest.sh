@@ -94,6 +94,11 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
 	grep -q 'needs root' "$scratch/err" || die "no 'needs root': $(cat "$scratch/err")"
 fi
 
+vm snapshot gamma@before
+[ -d "$vm_dir/gamma/.snapshots/before" ] || die "snapshot"
+expect_fail vm destroy -f gamma@nosuch
+vm destroy -f gamma@before
+[ ! -e "$vm_dir/gamma/.snapshots/before" ] || die "destroy name@snapshot"
 printf 'y\n' | vm destroy gamma >/dev/null
 [ ! -e "$vm_dir/gamma" ] || die "destroy"
 echo "t-guest: ok"
