@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,13 +14,14 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "core/mevent.h"
 #include "lib/log.h"
 
-enum chardev_kind { CHARDEV_STDIO, CHARDEV_DEVICE, CHARDEV_TCP };
+enum chardev_kind { CHARDEV_STDIO, CHARDEV_DEVICE, CHARDEV_TCP, CHARDEV_PTY };
 
 struct chardev {
 	enum chardev_kind kind;
@@ -27,6 +29,8 @@ struct chardev {
 	int out_fd;    /* where output goes; -1 when none */
 	int listen_fd; /* TCP only */
 	int always_fd; /* eventfd standing in for a regular file epoll cannot watch */
+	int slave_fd;  /* PTY only: our own open slave, so the master never hangs up */
+	int link_slot; /* PTY only: index in pty_links, -1 when none */
 	bool paused;
 	bool eof;
 	pthread_mutex_t lock; /* guards in_fd/out_fd against TCP reconnects */
@@ -51,9 +55,41 @@ void chardev_restore_terminals(void)
 		tcsetattr(raw_ttys[i].fd, TCSAFLUSH, &raw_ttys[i].saved);
 }
 
+/* Symlinks to our pty slaves (pty=LINK), removed when khyve exits.  Fixed
+ * arrays, because removal also runs from a fatal-signal handler. */
+#define MAX_PTY_LINKS 4
+static struct {
+	bool used;
+	char link[PATH_MAX];
+	char target[64]; /* /dev/pts/N */
+} pty_links[MAX_PTY_LINKS];
+
+/* Remove `link` only while it still names our slave: a newer khyve may
+ * have taken the name over.  Async-signal-safe (readlink, unlink). */
+static void pty_link_remove(int slot)
+{
+	char now[sizeof(pty_links[0].target)];
+	ssize_t n;
+
+	if (slot < 0 || !pty_links[slot].used)
+		return;
+	n = readlink(pty_links[slot].link, now, sizeof(now));
+	if (n > 0 && (size_t)n == strlen(pty_links[slot].target) &&
+	    memcmp(now, pty_links[slot].target, (size_t)n) == 0)
+		unlink(pty_links[slot].link);
+	pty_links[slot].used = false;
+}
+
+static void pty_links_remove_all(void)
+{
+	for (int i = 0; i < MAX_PTY_LINKS; i++)
+		pty_link_remove(i);
+}
+
 static void fatal_signal_restore(int sig)
 {
 	chardev_restore_terminals();
+	pty_links_remove_all();
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -67,6 +103,7 @@ static void install_restore_handlers(void)
 		return;
 	done = true;
 	atexit(chardev_restore_terminals);
+	atexit(pty_links_remove_all);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		struct sigaction old;
 
@@ -192,6 +229,110 @@ static int open_device(struct chardev *cd, const char *path, char *err, size_t e
 	return 0;
 }
 
+/* A fresh pty master (nonblocking: a full buffer drops output instead of
+ * stalling the vCPU) and its slave's name. */
+static int pty_open_master(char *slave, size_t len)
+{
+	int fd = posix_openpt(O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (grantpt(fd) < 0 || unlockpt(fd) < 0 || ptsname_r(fd, slave, len) != 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Open the slave ourselves and make it raw: the guest's and the client's
+ * bytes pass untouched, whatever client (vm console, cu, screen) attaches. */
+static int pty_open_slave(const char *slave)
+{
+	int fd = open(slave, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	struct termios t;
+
+	if (fd < 0)
+		return -1;
+	if (tcgetattr(fd, &t) == 0) {
+		cfmakeraw(&t);
+		tcsetattr(fd, TCSANOW, &t);
+	}
+	return fd;
+}
+
+/* Point `link` at `target`, replacing a symlink or stale file atomically
+ * (symlink LINK.tmp, rename).  A directory is refused: rename would fail
+ * or, worse, succeed on an empty one. */
+static int pty_make_link(const char *link, const char *target, char *err, size_t errlen)
+{
+	char tmp[PATH_MAX];
+	struct stat st;
+
+	if (lstat(link, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "pty link %s is a directory", link);
+		return -1;
+	}
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", link) >= (int)sizeof(tmp)) {
+		snprintf(err, errlen, "pty link %s: name too long", link);
+		return -1;
+	}
+	unlink(tmp); /* left over from a khyve that died here */
+	if (symlink(target, tmp) < 0 || rename(tmp, link) < 0) {
+		snprintf(err, errlen, "cannot link %s to %s: %s", link, target, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+/* Remember `link` for removal at exit; the slot number, or -1 when full. */
+static int pty_link_register(const char *link, const char *target)
+{
+	for (int i = 0; i < MAX_PTY_LINKS; i++) {
+		if (pty_links[i].used)
+			continue;
+		snprintf(pty_links[i].link, sizeof(pty_links[i].link), "%s", link);
+		snprintf(pty_links[i].target, sizeof(pty_links[i].target), "%s", target);
+		pty_links[i].used = true;
+		install_restore_handlers();
+		return i;
+	}
+	return -1;
+}
+
+/* pty=LINK: a new pty whose slave LINK names, for `vm console` or cu. */
+static int open_pty(struct chardev *cd, const char *link, char *err, size_t errlen)
+{
+	char slave[sizeof(pty_links[0].target)];
+
+	if (link[0] == '\0') {
+		snprintf(err, errlen, "pty= needs a path for the link (pty=/path/com1.pty)");
+		return -1;
+	}
+	if (strlen(link) + sizeof(".tmp") > PATH_MAX) {
+		snprintf(err, errlen, "pty link %s: name too long", link);
+		return -1;
+	}
+	cd->in_fd = cd->out_fd = pty_open_master(slave, sizeof(slave));
+	if (cd->in_fd < 0 || (cd->slave_fd = pty_open_slave(slave)) < 0) {
+		snprintf(err, errlen, "cannot open a pty: %s", strerror(errno));
+		return -1;
+	}
+	if (pty_make_link(link, slave, err, errlen) < 0)
+		return -1;
+	cd->link_slot = pty_link_register(link, slave);
+	if (cd->link_slot < 0) {
+		unlink(link);
+		snprintf(err, errlen, "too many pty links (at most %d)", MAX_PTY_LINKS);
+		return -1;
+	}
+	log_debug("%s -> %s", link, slave);
+	return 0;
+}
+
 static int open_stdio(struct chardev *cd, char *err, size_t errlen)
 {
 	cd->in_fd = STDIN_FILENO;
@@ -213,11 +354,16 @@ static int open_kind(struct chardev *cd, const char *spec, char *err, size_t err
 		cd->kind = CHARDEV_TCP;
 		return open_tcp(cd, spec + 4, err, errlen);
 	}
+	if (strncmp(spec, "pty=", 4) == 0) {
+		cd->kind = CHARDEV_PTY;
+		return open_pty(cd, spec + 4, err, errlen);
+	}
 	if (spec[0] == '/') {
 		cd->kind = CHARDEV_DEVICE;
 		return open_device(cd, spec, err, errlen);
 	}
-	snprintf(err, errlen, "unknown serial back end '%s' (want stdio, /dev/PATH or tcp=IP:PORT)",
+	snprintf(err, errlen,
+		 "unknown serial back end '%s' (want stdio, /dev/PATH, tcp=IP:PORT or pty=LINK)",
 		 spec);
 	return -1;
 }
@@ -247,7 +393,8 @@ struct chardev *chardev_open(const char *spec, struct mevent_loop *loop, chardev
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	cd->in_fd = cd->out_fd = cd->listen_fd = cd->always_fd = -1;
+	cd->in_fd = cd->out_fd = cd->listen_fd = cd->always_fd = cd->slave_fd = -1;
+	cd->link_slot = -1;
 	cd->loop = loop;
 	cd->ready = ready;
 	cd->arg = arg;
@@ -276,6 +423,9 @@ void chardev_close(struct chardev *cd)
 		close(cd->listen_fd);
 	if (cd->always_fd >= 0)
 		close(cd->always_fd);
+	pty_link_remove(cd->link_slot);
+	if (cd->slave_fd >= 0)
+		close(cd->slave_fd);
 	pthread_mutex_destroy(&cd->lock);
 	free(cd);
 }
@@ -301,9 +451,26 @@ size_t chardev_read(struct chardev *cd, void *buf, size_t len)
 	return 0;
 }
 
+/*
+ * A full pty: nobody attached (or a stalled client).  Discard the oldest
+ * output through our own slave fd so the buffer keeps the newest, and a
+ * client attaching late sees the current prompt rather than old boot text.
+ */
+static bool pty_discard_oldest(struct chardev *cd)
+{
+	char sink[4096];
+	ssize_t n;
+
+	if (cd->slave_fd < 0)
+		return false;
+	n = read(cd->slave_fd, sink, sizeof(sink));
+	return n > 0;
+}
+
 void chardev_write(struct chardev *cd, const void *buf, size_t len)
 {
 	const char *p = buf;
+	bool discarded = false;
 
 	pthread_mutex_lock(&cd->lock);
 	while (len > 0 && cd->out_fd >= 0) {
@@ -313,6 +480,10 @@ void chardev_write(struct chardev *cd, const void *buf, size_t len)
 
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EAGAIN && !discarded && pty_discard_oldest(cd)) {
+			discarded = true;
+			continue;
+		}
 		if (n <= 0)
 			break; /* nobody reading fast enough: drop, like a serial line */
 		p += n;

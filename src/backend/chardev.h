@@ -4,12 +4,20 @@
  *                      and always restored when khyve exits
  *   /dev/PATH          a tty or other character device
  *   tcp=IP:PORT        listen on IP:PORT, one client at a time
+ *   pty=LINK           a new pseudo-terminal in raw mode; LINK becomes a
+ *                      symlink to its slave (/dev/pts/N), replacing a file
+ *                      or symlink there (never a directory), and is removed
+ *                      when khyve exits if it still points there.  Clients
+ *                      (`vm console`, cu, screen) open LINK and may come and
+ *                      go: khyve holds the slave open itself, so the master
+ *                      never hangs up.
  *
  * Input: when bytes are readable the owner's `ready` callback runs on the
  * event-loop thread and pulls them with chardev_read().  An owner with no
  * room pauses input and resumes it later (from any thread).
  * Output: chardev_write() from any thread; bytes are dropped when nobody
- * listens (no TCP client), as on a real serial line.
+ * listens (no TCP client, a pty whose buffer is full because no client
+ * reads it), as on a real serial line.  Writes never block.
  */
 #ifndef KHYVE_CHARDEV_H
 #define KHYVE_CHARDEV_H

@@ -1,10 +1,13 @@
 /*
  * Unit tests for serial back ends (src/backend/chardev.h) on an mevent loop
- * (src/core/mevent.h): spec parsing and errors, /dev/null, and a real TCP
- * round trip on 127.0.0.1.  stdio is not opened here: it would put the
- * terminal running the tests into raw mode.
+ * (src/core/mevent.h): spec parsing and errors, /dev/null, a real TCP
+ * round trip on 127.0.0.1, and pty=LINK with a client on the link.  stdio
+ * is not opened here: it would put the terminal running the tests into raw
+ * mode.
  */
 #include "unit.h"
+
+#include <poll.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,6 +15,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
 
 #include "backend/chardev.h"
 #include "core/mevent.h"
@@ -291,6 +297,262 @@ static void test_tcp_second_client_refused(void **state)
 	chardev_close(s.cd);
 }
 
+/* A pty chardev at DIR/com1.pty; the directory string is the caller's. */
+static struct chardev *open_pty_at(struct mevent_loop *loop, struct sink *s, char **dir,
+				   char *link, size_t len)
+{
+	char spec[700];
+
+	*dir = unit_mkdtemp();
+	assert_non_null(*dir);
+	snprintf(link, len, "%s/com1.pty", *dir);
+	snprintf(spec, sizeof(spec), "pty=%s", link);
+	s->loop = loop;
+	return open_spec(loop, spec, s);
+}
+
+static int open_client(const char *link)
+{
+	int fd = open(link, O_RDWR | O_NOCTTY);
+
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* Read exactly `len` bytes from a blocking fd. */
+static void read_exactly(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, buf + got, len - got);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+}
+
+static void test_pty_round_trip(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char *dir, link[600], target[64], buf[16];
+	ssize_t n;
+	int client;
+
+	s.cd = open_pty_at(loop, &s, &dir, link, sizeof(link));
+	assert_non_null(s.cd);
+	n = readlink(link, target, sizeof(target) - 1);
+	assert_true(n > 0);
+	target[n] = '\0';
+	assert_contains(target, "/dev/pts/");
+
+	client = open_client(link);
+	assert_int_equal(write(client, "hello\n", 6), 6);
+	s.want = 6;
+	assert_int_equal(mevent_loop_run(loop), 0);
+	/* Raw: the newline arrives as typed, not as CR or CR LF. */
+	assert_string_equal(s.got, "hello\n");
+
+	chardev_write(s.cd, "out\n", 4);
+	read_exactly(client, buf, 4);
+	assert_memory_equal(buf, "out\n", 4); /* no ONLCR: not "out\r\n" */
+	close(client);
+
+	chardev_close(s.cd);
+	assert_int_equal(access(link, F_OK), -1); /* removed on close */
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* For the reattach test: on the first byte the client leaves; 100 ms
+ * later (the loop watching the master meanwhile) a new client types the
+ * second byte; a second timer ends the loop should that byte never come.
+ * An mevent loop runs only once, so all of it happens inside the loop. */
+struct reattach {
+	struct sink s;
+	const char *link;
+	int client;
+	int timer;
+	bool reopened;
+};
+
+static void arm_timer(int fd, long ms)
+{
+	struct itimerspec its = {.it_value = {ms / 1000, (ms % 1000) * 1000000}};
+
+	assert_int_equal(timerfd_settime(fd, 0, &its, NULL), 0);
+}
+
+static void on_ready_reattach(void *arg)
+{
+	struct reattach *r = arg;
+	size_t before = r->s.ngot;
+
+	on_ready(&r->s);
+	if (before == 0 && r->s.ngot == 1) {
+		close(r->client);
+		r->client = -1;
+		arm_timer(r->timer, 100);
+	}
+}
+
+static void on_reattach_timer(int fd, uint32_t events, void *arg)
+{
+	struct reattach *r = arg;
+	uint64_t ticks;
+
+	(void)events;
+	assert_int_equal(read(fd, &ticks, sizeof(ticks)), sizeof(ticks));
+	if (r->reopened) { /* the second byte never arrived */
+		mevent_loop_stop(r->s.loop);
+		return;
+	}
+	r->reopened = true;
+	r->client = open_client(r->link);
+	assert_int_equal(write(r->client, "b", 1), 1);
+	arm_timer(r->timer, 2000);
+}
+
+/* Regression guard: a client leaving must not hang up the master (EIO,
+ * input switched off for good) nor make the loop spin; the next client is
+ * heard as the first was. */
+static void test_pty_client_reattach(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct reattach r = {0};
+	char *dir = unit_mkdtemp(), link[600], spec[700];
+	struct mevent *tev;
+
+	assert_non_null(dir);
+	snprintf(link, sizeof(link), "%s/com1.pty", dir);
+	snprintf(spec, sizeof(spec), "pty=%s", link);
+	r.link = link;
+	r.s.loop = loop;
+	r.s.want = 2;
+	r.timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	assert_true(r.timer >= 0);
+	tev = mevent_add(loop, r.timer, 0x001 /* EPOLLIN */, on_reattach_timer, &r);
+	assert_non_null(tev);
+	r.s.cd = chardev_open(spec, loop, on_ready_reattach, &r, err, sizeof(err));
+	assert_non_null(r.s.cd);
+	r.client = open_client(link);
+	assert_int_equal(write(r.client, "a", 1), 1);
+	assert_int_equal(mevent_loop_run(loop), 0);
+	assert_string_equal(r.s.got, "ab");
+	assert_true(r.s.calls <= 4);
+	close(r.client);
+	mevent_delete(tev);
+	close(r.timer);
+	chardev_close(r.s.cd);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* With nobody attached, output fills the pty's buffer; then the oldest is
+ * discarded so chardev_write() never blocks (alarm() catches a hang) and a
+ * client attaching later reads the newest output, ending with the last
+ * line written. */
+static void test_pty_output_without_client(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char *dir, link[600], chunk[4096], buf[4096], last[8] = "";
+	int client;
+	size_t total = 0;
+
+	s.cd = open_pty_at(loop, &s, &dir, link, sizeof(link));
+	assert_non_null(s.cd);
+	memset(chunk, 'x', sizeof(chunk));
+	for (int i = 0; i < 256; i++) /* 1 MiB: far more than a pty holds */
+		chardev_write(s.cd, chunk, sizeof(chunk));
+	chardev_write(s.cd, "END!", 4);
+	client = open_client(link);
+	for (;;) {
+		struct pollfd p = {.fd = client, .events = POLLIN};
+		ssize_t n;
+		if (poll(&p, 1, 200) <= 0 || (n = read(client, buf, sizeof(buf))) <= 0)
+			break;
+		total += (size_t)n;
+		if (n >= 4)
+			memcpy(last, buf + n - 4, 4);
+	}
+	assert_true(total > 4);
+	assert_string_equal(last, "END!");
+	close(client);
+	chardev_close(s.cd);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* An existing symlink or file at LINK is replaced; a directory is refused. */
+static void test_pty_link_replaced(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char *dir = unit_mkdtemp(), link[600], spec[700], tmp[620];
+	struct stat st;
+
+	assert_non_null(dir);
+	snprintf(link, sizeof(link), "%s/com1.pty", dir);
+	snprintf(spec, sizeof(spec), "pty=%s", link);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", link);
+
+	assert_int_equal(symlink("/dev/pts/nonexistent", link), 0);
+	assert_int_equal(symlink("/dev/null", tmp), 0); /* stale temporary */
+	s.cd = open_spec(loop, spec, &s);
+	assert_non_null(s.cd);
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(stat(link, &st), 0);
+	assert_true(S_ISCHR(st.st_mode));
+	assert_int_equal(access(tmp, F_OK), -1);
+	chardev_close(s.cd);
+
+	free(unit_write_text(dir, "com1.pty", "stale"));
+	s.cd = open_spec(loop, spec, &s);
+	assert_non_null(s.cd);
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	chardev_close(s.cd);
+
+	assert_int_equal(mkdir(link, 0755), 0);
+	expect_open_error(loop, spec, "directory");
+	expect_open_error(loop, spec, link);
+	assert_int_equal(rmdir(link), 0);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* Close leaves LINK alone once it names something else (a newer khyve). */
+static void test_pty_link_taken_over(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char *dir, link[600], target[64];
+	ssize_t n;
+
+	s.cd = open_pty_at(loop, &s, &dir, link, sizeof(link));
+	assert_non_null(s.cd);
+	assert_int_equal(unlink(link), 0);
+	assert_int_equal(symlink("/dev/pts/other", link), 0);
+	chardev_close(s.cd);
+	n = readlink(link, target, sizeof(target) - 1);
+	assert_true(n > 0);
+	target[n] = '\0';
+	assert_string_equal(target, "/dev/pts/other");
+	unit_rmtree(dir);
+	free(dir);
+}
+
+static void test_pty_bad_links(void **state)
+{
+	struct mevent_loop *loop = *state;
+
+	expect_open_error(loop, "pty=", "pty=");
+	expect_open_error(loop, "pty=/nonexistent/dir/com1.pty", "/nonexistent/dir/com1.pty");
+}
+
 static void test_loop_basics(void **state)
 {
 	struct mevent_loop *loop = *state;
@@ -325,6 +587,9 @@ int main(void)
 	    T(test_dev_null),           T(test_read_unwatchable),
 	    T(test_regular_file_input), T(test_tcp_round_trip),
 	    T(test_tcp_port_in_use),    T(test_tcp_second_client_refused),
+	    T(test_pty_round_trip),     T(test_pty_client_reattach),
+	    T(test_pty_output_without_client), T(test_pty_link_replaced),
+	    T(test_pty_link_taken_over),       T(test_pty_bad_links),
 	    T(test_loop_basics),
 	};
 #undef T
