@@ -16,8 +16,9 @@
  * event-loop thread and pulls them with chardev_read().  An owner with no
  * room pauses input and resumes it later (from any thread).
  * Output: chardev_write() from any thread; bytes are dropped when nobody
- * listens (no TCP client, a pty whose buffer is full because no client
- * reads it), as on a real serial line.  Writes never block.
+ * listens (no TCP client), as on a real serial line; a pty whose buffer is
+ * full because no client reads it discards its oldest bytes instead, so a
+ * late client sees the newest output.  Writes never block.
  */
 #ifndef KHYVE_CHARDEV_H
 #define KHYVE_CHARDEV_H
