@@ -27,7 +27,7 @@ static int cmd_help(struct vm_sys *sys, int argc, char **argv)
 const struct vm_command vm_commands[] = {
 	{"version", cmd_version, "version"},
 	{"init", cmd_init, "init"},
-	{"switch", cmd_switch, "switch list|create|info|add|remove|destroy|vlan|address|nat ..."},
+	{"switch", cmd_switch, "switch list|create|info|add|remove|destroy|vlan|address|nat|private ..."},
 	{"datastore", cmd_datastore, "datastore list|add|remove ..."},
 	{"list", cmd_list, "list [--json]"},
 	{"info", cmd_info, "info [name...]"},
