@@ -21,9 +21,27 @@
  * After activity the thread busy-polls the tail for blockif_default_poll_us(), and
  * doorbell writes meanwhile skip the eventfd.
  *
- * Locks: `lock` (registers, admin queue) before `qlock` (write: queue
- * creation and deletion; read: doorbells), then a CQ's own lock, then
- * `intx_lock`.  Queue threads take only CQ locks and `intx_lock`.
+ * Asynchronous events: invalid doorbell writes (error events, also kept in
+ * the Error Information log) and the composite temperature crossing a
+ * threshold set through Set Features (a SMART event, when Asynchronous
+ * Event Configuration enables it).  Events wait in a short queue until an
+ * AER is outstanding and their type is not masked; reading the event's log
+ * page with RAE 0 unmasks the type.
+ *
+ * Abort can reach a command only while it is still in its submission queue:
+ * its slot is marked and the command completes with Command Abort Requested
+ * when fetched.  A fetched command is in the back end (io_uring) at once
+ * and is left to finish.  Delete I/O SQ waits for what is in the back end
+ * and posts those completions; entries not yet fetched are implicitly
+ * aborted.  Interrupt coalescing applies to I/O CQs with MSI-X (the INTx
+ * level simply follows the CQs' contents), per vector, with a timerfd per
+ * SQ thread for the aggregation time.
+ *
+ * Locks: `lock` (registers, admin queue, events) before `qlock` (write:
+ * queue creation and deletion; read: doorbells), then an SQ's
+ * `fetch_lock` (head and abort marks), then a CQ's own lock, then
+ * `intx_lock`.  Queue threads take only `fetch_lock`, CQ locks,
+ * `intx_lock` and a vector's lock, which is taken with no other held.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +50,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +58,7 @@
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "dev/nvme.h"
+#include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/parse.h"
@@ -59,6 +79,11 @@
 #define NVME_DOORBELL_BASE 0x1000u
 #define NVME_MSIX_BAR      4
 #define NVME_AER_MAX       4   /* AERL + 1 */
+#define NVME_EVENT_MAX     8   /* asynchronous events waiting for an AER */
+#define NVME_ERRLOG_MAX    16  /* Error Information log entries (ELPE + 1) */
+/* Abort marks per SQ: Abort completes at once, so more than ACL (4) can
+ * wait for their commands to be fetched; beyond this, "not aborted". */
+#define NVME_ABORT_MAX     16
 #define NVME_DSM_MAX       256 /* ranges per Dataset Management */
 #define NVME_REAP_BATCH    64
 #define NVME_NSID          1u
@@ -103,6 +128,8 @@
 #define ST_CID_CONFLICT      NVME_ERR(SCT_GENERIC, 0x03)
 #define ST_DATA_XFER         NVME_ERR(SCT_GENERIC, 0x04)
 #define ST_INTERNAL          NVME_STATUS(SCT_GENERIC, 0x06)
+#define ST_ABORT_REQ         NVME_STATUS(SCT_GENERIC, 0x07) /* Command Abort Requested */
+#define ST_SQ_DELETED        NVME_STATUS(SCT_GENERIC, 0x08) /* Aborted due to SQ Deletion */
 #define ST_INVALID_NS        NVME_ERR(SCT_GENERIC, 0x0b)
 #define ST_PRP_OFFSET        NVME_ERR(SCT_GENERIC, 0x13)
 #define ST_NS_WRITE_PROT     NVME_ERR(SCT_GENERIC, 0x20)
@@ -158,6 +185,14 @@ enum {
 #define LOG_SMART    0x02
 #define LOG_FW_SLOT  0x03
 #define LOG_PAGE_LEN 512
+#define LOG_ERROR_LEN (NVME_ERRLOG_MAX * sizeof(struct nvme_error_entry))
+#define GET_LOG_RAE   (1u << 15) /* CDW10: retain asynchronous event */
+
+/* Temperatures in kelvin: the composite sensor reads a steady 50 C. */
+#define NVME_TEMP      323
+#define NVME_WCTEMP    343 /* warning: the default over-temperature threshold */
+#define NVME_CCTEMP    373
+#define CW_TEMPERATURE (1u << 1) /* SMART critical warning bit */
 
 struct nvme_ctrl;
 struct nvme_sq;
@@ -188,7 +223,8 @@ struct nvme_io {
 	struct iovec iov[NVME_MAX_IOV];
 };
 
-/* A submission queue; for I/O queues the thread owns head and the slots. */
+/* A submission queue; for I/O queues the thread owns the slots, and
+ * moves head under `fetch_lock`, which also guards the abort marks. */
 struct nvme_sq {
 	struct nvme_ctrl *c;
 	bool created;
@@ -197,16 +233,34 @@ struct nvme_sq {
 	uint8_t *ring;
 	uint32_t head;
 	uint32_t tail; /* written by the doorbell (atomic) */
+	pthread_mutex_t fetch_lock;
+	uint32_t abort_slot[NVME_ABORT_MAX]; /* entries Abort asked for */
+	unsigned naborts;
 	/* I/O queues only */
-	int kick_fd, stop_fd;
+	int kick_fd, stop_fd, timer_fd;
 	pthread_t thread;
 	bool running, stopping;
+	bool post_on_stop; /* deletion: post what finishes; reset: post nothing */
 	struct blockif_ctx *ctx;
 	struct nvme_io *slots, *free;
 	unsigned inflight;
 	uint64_t *cid_busy; /* bitmap of the 65536 command ids */
-	bool posted;        /* completions posted since the last interrupt */
+	unsigned posted;    /* completions posted since the last interrupt */
+	bool posted_error;  /* one of them with an error status */
 	bool polling;       /* the thread watches the tail: no eventfd needed */
+};
+
+/* Interrupt coalescing state of one MSI-X vector (`lock` guards it). */
+struct nvme_vec {
+	pthread_mutex_t lock;
+	unsigned pending;  /* entries posted without an interrupt yet */
+	uint64_t deadline; /* monotonic ns: the interrupt is due by then */
+	bool cd;           /* Interrupt Vector Configuration: coalescing disabled */
+};
+
+/* An asynchronous event waiting for an AER (section 5.2). */
+struct nvme_event {
+	uint8_t type, info, lid;
 };
 
 /* The controller (one per PCI function). */
@@ -232,11 +286,20 @@ struct nvme_ctrl {
 	pthread_mutex_t intx_lock;
 	uint32_t cc, csts, aqa, intms;
 	uint64_t asq, acq;
-	uint32_t feat[FEAT_COUNT];
-	uint16_t aer_cid[NVME_AER_MAX];
+	uint32_t feat[FEAT_COUNT];      /* FEAT_INT_COALESCING: atomic */
+	uint16_t temp_over, temp_under; /* Temperature Threshold (composite) */
+	uint16_t aer_cid[NVME_AER_MAX]; /* held AERs, oldest first */
 	unsigned naer;
+	struct nvme_event events[NVME_EVENT_MAX];
+	unsigned nevents;
+	uint8_t ae_masked;    /* event types reported and not yet cleared */
+	uint8_t crit_warning; /* SMART critical warning */
+	struct nvme_error_entry errlog[NVME_ERRLOG_MAX]; /* ring, by error count */
+	uint64_t error_count;
+	uint64_t errlog_base; /* error_count at the last reset: older entries are gone */
 	struct nvme_sq sq[NVME_MAX_IOQ + 1];
 	struct nvme_cq cq[NVME_MAX_IOQ + 1];
+	struct nvme_vec vec[NVME_MAX_IOQ + 1];
 	/* SMART counters (atomic) */
 	uint64_t bytes_read, bytes_written, read_cmds, write_cmds;
 };
@@ -461,6 +524,237 @@ static void cq_post(struct nvme_cq *cq, const struct nvme_sq *sq, uint16_t cid, 
 	pthread_mutex_unlock(&cq->lock);
 }
 
+/* ---- interrupt coalescing (Set Features 08h and 09h, section 5.27.1) ---- */
+
+/*
+ * Count `n` entries just posted on I/O CQ `cq`; true when their interrupt
+ * may wait until *deadline.  A vector aggregates THR + 1 entries or TIME
+ * x 100 us from its first entry, whichever comes first.  Either field 0
+ * turns coalescing off; it never applies to vector 0 (the admin CQ's: the
+ * spec excludes the admin CQ), to a vector with CD set, to a batch with an
+ * error (the spec recommends not delaying those), nor to INTx.
+ */
+static bool coalesce_defer(struct nvme_ctrl *c, struct nvme_cq *cq, unsigned n, bool error,
+                           uint64_t *deadline)
+{
+	uint32_t v = __atomic_load_n(&c->feat[FEAT_INT_COALESCING], __ATOMIC_RELAXED);
+	uint64_t thr = (v & 0xff) + 1, time_ns = ((v >> 8) & 0xff) * 100000ull;
+	struct nvme_vec *vec = &c->vec[cq->vector];
+	uint64_t now;
+	bool defer;
+
+	if (thr == 1 || time_ns == 0 || cq->vector == 0 || !pci_msix_enabled(c->f))
+		return false;
+	now = monotonic_ns();
+	pthread_mutex_lock(&vec->lock);
+	if (vec->pending == 0)
+		vec->deadline = now + time_ns;
+	vec->pending += n;
+	defer = !vec->cd && !error && vec->pending < thr && now < vec->deadline;
+	if (!defer)
+		vec->pending = 0;
+	*deadline = vec->deadline;
+	pthread_mutex_unlock(&vec->lock);
+	return defer;
+}
+
+/* Take the entries waiting on the CQ's vector: true when there were any
+ * and their time is up (or `force`); else *deadline says when it will be. */
+static bool coalesce_due(struct nvme_ctrl *c, struct nvme_cq *cq, bool force, uint64_t *deadline)
+{
+	struct nvme_vec *vec = &c->vec[cq->vector];
+	uint64_t now = monotonic_ns();
+	bool due;
+
+	pthread_mutex_lock(&vec->lock);
+	due = vec->pending > 0 && (force || now >= vec->deadline);
+	*deadline = vec->pending > 0 && !due ? vec->deadline : 0;
+	if (due)
+		vec->pending = 0;
+	pthread_mutex_unlock(&vec->lock);
+	return due;
+}
+
+/* Wake this SQ's thread at `deadline` (monotonic ns); false on failure,
+ * when the caller must interrupt now rather than lose the interrupt. */
+static bool sq_timer_arm(struct nvme_sq *sq, uint64_t deadline)
+{
+	struct itimerspec its = {
+	    .it_value = {.tv_sec = (time_t)(deadline / 1000000000ull),
+	                 .tv_nsec = (long)(deadline % 1000000000ull)},
+	};
+
+	if (timerfd_settime(sq->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+		return true;
+	log_ratelimited(&nvme_rl, LOG_ERR, "nvme: SQ %u: coalescing timer: %s", sq->qid,
+	                strerror(errno));
+	return false;
+}
+
+/* End of a round of the SQ thread: interrupt for what it posted, unless
+ * coalescing holds the interrupt back (then the timer brings it). */
+static void sq_signal(struct nvme_sq *sq, struct nvme_cq *cq)
+{
+	struct nvme_ctrl *c = sq->c;
+	uint64_t deadline;
+
+	if (sq->posted == 0)
+		return;
+	if (!cq->ien || !coalesce_defer(c, cq, sq->posted, sq->posted_error, &deadline) ||
+	    !sq_timer_arm(sq, deadline))
+		cq_notify(c, cq);
+	sq->posted = 0;
+	sq->posted_error = false;
+}
+
+/* The thread's coalescing timer fired. */
+static void sq_coalesce_timeout(struct nvme_sq *sq, struct nvme_cq *cq)
+{
+	uint64_t ticks, deadline;
+
+	if (read(sq->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		log_ratelimited(&nvme_rl, LOG_ERR, "nvme: SQ %u: coalescing timer read failed",
+		                sq->qid);
+	if (coalesce_due(sq->c, cq, false, &deadline))
+		cq_notify(sq->c, cq);
+	else if (deadline != 0 && !sq_timer_arm(sq, deadline))
+		cq_notify(sq->c, cq); /* a later batch: watch its deadline too */
+}
+
+/* ---- asynchronous events (section 5.2) and the error log (5.16.1.2) ---- */
+
+/* The admin queue runs: enabled, ready, not shut down. */
+static bool admin_ready(const struct nvme_ctrl *c)
+{
+	return (c->csts & CSTS_RDY) && !(c->csts & CSTS_SHST_MASK);
+}
+
+/* Complete held AER `i` (`lock` held, a CQ slot reserved). */
+static void aer_complete(struct nvme_ctrl *c, unsigned i, uint16_t status, uint32_t dw0)
+{
+	uint16_t cid = c->aer_cid[i];
+
+	memmove(&c->aer_cid[i], &c->aer_cid[i + 1], (c->naer - i - 1) * sizeof(c->aer_cid[0]));
+	c->naer--;
+	cq_post(&c->cq[0], &c->sq[0], cid, status, dw0);
+}
+
+/*
+ * Report waiting events whose type is not masked to held AERs, oldest
+ * first; a reported type stays masked until the host reads its log page
+ * with RAE 0 (section 5.2).  With the admin CQ full, the rest waits for
+ * its head doorbell (cq_reserve marks it stalled).  `lock` held.
+ */
+static void aer_deliver(struct nvme_ctrl *c)
+{
+	bool posted = false;
+
+	for (unsigned i = 0; i < c->nevents && c->naer > 0 && admin_ready(c);) {
+		struct nvme_event e = c->events[i];
+
+		if (c->ae_masked & (1u << e.type)) {
+			i++;
+			continue;
+		}
+		if (!cq_reserve(&c->cq[0]))
+			break;
+		aer_complete(c, 0, ST_OK, NVME_AE_DW0(e.type, e.info, e.lid));
+		memmove(&c->events[i], &c->events[i + 1], (c->nevents - i - 1) * sizeof(e));
+		c->nevents--;
+		c->ae_masked |= (uint8_t)(1u << e.type);
+		posted = true;
+	}
+	if (posted)
+		cq_notify(c, &c->cq[0]);
+}
+
+/* Queue an event for aer_deliver(); one already waiting with the same
+ * type and information says it all.  When the queue is full the event
+ * is dropped (its error log entry, if any, stays).  `lock` held. */
+static void ae_raise(struct nvme_ctrl *c, uint8_t type, uint8_t info, uint8_t lid)
+{
+	for (unsigned i = 0; i < c->nevents; i++)
+		if (c->events[i].type == type && c->events[i].info == info)
+			return;
+	if (c->nevents == NVME_EVENT_MAX) {
+		guest_warn("asynchronous event queue full: event %u/0x%02x dropped", type, info);
+		return;
+	}
+	c->events[c->nevents++] = (struct nvme_event){.type = type, .info = info, .lid = lid};
+}
+
+/* Reading log page `lid` with RAE 0 clears its event type: unmasked, and
+ * events of it not yet reported are dropped, since the host has just read
+ * what they would point to (section 5.2).  `lock` held. */
+static void ae_clear(struct nvme_ctrl *c, unsigned lid)
+{
+	unsigned kept = 0;
+
+	for (unsigned i = 0; i < c->nevents; i++)
+		if (c->events[i].lid != lid)
+			c->events[kept++] = c->events[i];
+	c->nevents = kept;
+	if (lid == LOG_ERROR)
+		c->ae_masked &= (uint8_t) ~(1u << NVME_AE_ERROR);
+	else if (lid == LOG_SMART)
+		c->ae_masked &= (uint8_t) ~(1u << NVME_AE_SMART);
+}
+
+/* A new Error Information entry.  The count identifies the entry and
+ * survives resets (the spec keeps it across power cycles); the entries
+ * do not (errlog_base).  `lock` held. */
+static void errlog_add(struct nvme_ctrl *c, uint16_t status)
+{
+	struct nvme_error_entry *e = &c->errlog[c->error_count % NVME_ERRLOG_MAX];
+
+	memset(e, 0, sizeof(*e));
+	e->error_count = ++c->error_count;
+	e->sqid = 0xffff; /* not tied to a command */
+	e->cid = 0xffff;
+	e->status = status;
+	e->param_loc = 0xffff;
+}
+
+/*
+ * An invalid doorbell write, which is ignored: an error log entry, and an
+ * error event when an AER is outstanding -- the condition the spec puts on
+ * these events (Base Specification 2.1, section 3.3.1.2).  `lock` held.
+ */
+static void doorbell_error(struct nvme_ctrl *c, uint8_t info)
+{
+	if (!admin_ready(c))
+		return;
+	/* The status "most applicable" to an error without a command. */
+	errlog_add(c, info == NVME_AEI_INVALID_DB_REG ? NVME_STATUS(SCT_CMD, 0x01)
+	                                              : NVME_STATUS(SCT_GENERIC, 0x02));
+	if (c->naer > 0)
+		ae_raise(c, NVME_AE_ERROR, info, LOG_ERROR);
+	aer_deliver(c);
+}
+
+/* The same from a doorbell that does not hold `lock`. */
+static void doorbell_error_unlocked(struct nvme_ctrl *c, uint8_t info)
+{
+	pthread_mutex_lock(&c->lock);
+	doorbell_error(c, info);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* SMART critical warning bit 1 follows the composite temperature against
+ * the thresholds; its rising edge is an event when AEC bit 1 allows. */
+static void temperature_check(struct nvme_ctrl *c)
+{
+	bool hot = NVME_TEMP >= c->temp_over || NVME_TEMP <= c->temp_under;
+	bool was = c->crit_warning & CW_TEMPERATURE;
+
+	if (hot)
+		c->crit_warning |= CW_TEMPERATURE;
+	else
+		c->crit_warning &= (uint8_t)~CW_TEMPERATURE;
+	if (hot && !was && (c->feat[FEAT_ASYNC_EVENT_CFG] & CW_TEMPERATURE))
+		ae_raise(c, NVME_AE_SMART, NVME_AEI_TEMPERATURE, LOG_SMART);
+}
+
 /* ---- namespace data (NVM Command Set section 4.1.5.1) ---- */
 
 static unsigned log2u(uint64_t v)
@@ -519,9 +813,9 @@ static void identify_controller(const struct nvme_ctrl *c, uint8_t *d)
 	d[259] = NVME_AER_MAX - 1;                      /* AERL */
 	d[260] = 0x03;                                  /* FRMW: one slot, read-only */
 	d[261] = 0x00;                                  /* LPA */
-	d[262] = 0;                                     /* ELPE: one error log entry */
-	put_le(d + 266, 0x0157, 2);                     /* WCTEMP: 343 K */
-	put_le(d + 268, 0x0175, 2);                     /* CCTEMP: 373 K */
+	d[262] = NVME_ERRLOG_MAX - 1;                   /* ELPE */
+	put_le(d + 266, NVME_WCTEMP, 2);
+	put_le(d + 268, NVME_CCTEMP, 2);
 	d[512] = 0x66;                                  /* SQES: 64 bytes */
 	d[513] = 0x44;                                  /* CQES: 16 bytes */
 	put_le(d + 516, 1, 4);                          /* NN */
@@ -592,19 +886,32 @@ static void smart_log(struct nvme_ctrl *c, uint8_t *d)
 	uint64_t rd = __atomic_load_n(&c->bytes_read, __ATOMIC_RELAXED) / 512;
 	uint64_t wr = __atomic_load_n(&c->bytes_written, __ATOMIC_RELAXED) / 512;
 
-	put_le(d + 1, 323, 2); /* composite temperature, K */
-	d[3] = 100;            /* available spare, % */
-	d[4] = 10;             /* spare threshold */
+	d[0] = c->crit_warning;
+	put_le(d + 1, NVME_TEMP, 2); /* composite temperature */
+	d[3] = 100;                  /* available spare, % */
+	d[4] = 10;                   /* spare threshold */
 	put_le(d + 32, (rd + 999) / 1000, 8);
 	put_le(d + 48, (wr + 999) / 1000, 8);
 	put_le(d + 64, __atomic_load_n(&c->read_cmds, __ATOMIC_RELAXED), 8);
 	put_le(d + 80, __atomic_load_n(&c->write_cmds, __ATOMIC_RELAXED), 8);
-	put_le(d + 112, 1, 8); /* power cycles */
+	put_le(d + 112, 1, 8);              /* power cycles */
+	put_le(d + 160, c->error_count, 8); /* error log entries, lifetime */
+}
+
+/* The Error Information log: newest entry first, unused ones zero. */
+static void error_log(const struct nvme_ctrl *c, uint8_t *d)
+{
+	for (uint64_t i = 0; i < NVME_ERRLOG_MAX && i < c->error_count - c->errlog_base; i++) {
+		uint64_t n = c->error_count - 1 - i;
+
+		memcpy(d + i * sizeof(struct nvme_error_entry), &c->errlog[n % NVME_ERRLOG_MAX],
+		       sizeof(struct nvme_error_entry));
+	}
 }
 
 static uint16_t admin_get_log(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
 {
-	uint8_t page[LOG_PAGE_LEN] = {0}, *out;
+	uint8_t page[LOG_ERROR_LEN > LOG_PAGE_LEN ? LOG_ERROR_LEN : LOG_PAGE_LEN] = {0}, *out;
 	unsigned lid = cmd->cdw10 & 0xff;
 	uint64_t numd = ((uint64_t)(cmd->cdw11 & 0xffff) << 16 | cmd->cdw10 >> 16) + 1;
 	uint64_t offset = (uint64_t)cmd->cdw13 << 32 | cmd->cdw12;
@@ -613,7 +920,8 @@ static uint16_t admin_get_log(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
 
 	switch (lid) {
 	case LOG_ERROR:
-		log_len = 64; /* one zeroed entry: no errors recorded */
+		error_log(c, page);
+		log_len = LOG_ERROR_LEN;
 		break;
 	case LOG_SMART:
 		smart_log(c, page);
@@ -635,6 +943,8 @@ static uint16_t admin_get_log(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
 	memcpy(out, page + offset, len < log_len - offset ? len : log_len - offset);
 	st = copy_to_prps(c, cmd, out, len);
 	free(out);
+	if (st == ST_OK && !(cmd->cdw10 & GET_LOG_RAE))
+		ae_clear(c, lid);
 	return st;
 }
 
@@ -645,34 +955,78 @@ static uint32_t num_queues_value(unsigned nsq, unsigned ncq)
 	return (uint32_t)(nsq - 1) | (uint32_t)(ncq - 1) << 16;
 }
 
+/* The Temperature Threshold that CDW11 selects: TMPSEL 0 (composite) or
+ * Fh (all sensors: there is only the composite one), THSEL over or
+ * under; NULL for sensors that do not exist or reserved values. */
+static uint16_t *temp_threshold(struct nvme_ctrl *c, uint32_t v)
+{
+	unsigned tmpsel = (v >> 16) & 0xf, thsel = (v >> 20) & 3;
+
+	if ((tmpsel != 0 && tmpsel != 0xf) || thsel > 1)
+		return NULL;
+	return thsel == 0 ? &c->temp_over : &c->temp_under;
+}
+
+/* Interrupt Vector Configuration: the vector must serve an I/O CQ. */
+static uint16_t set_vector_config(struct nvme_ctrl *c, uint32_t v)
+{
+	unsigned iv = v & 0xffff;
+	bool used = false;
+
+	for (unsigned q = 1; q <= c->maxq && iv <= c->maxq; q++)
+		used = used || (c->cq[q].created && c->cq[q].vector == iv);
+	if (!used)
+		return ST_INVALID_FIELD;
+	pthread_mutex_lock(&c->vec[iv].lock);
+	c->vec[iv].cd = v & (1u << 16);
+	pthread_mutex_unlock(&c->vec[iv].lock);
+	return ST_OK;
+}
+
+static uint16_t set_num_queues(struct nvme_ctrl *c, uint32_t v, uint32_t *dw0)
+{
+	unsigned nsq = (v & 0xffff) + 1, ncq = (v >> 16) + 1;
+
+	if ((v & 0xffff) == 0xffff || (v >> 16) == 0xffff)
+		return ST_INVALID_FIELD;
+	nsq = nsq < c->maxq ? nsq : c->maxq;
+	ncq = ncq < c->maxq ? ncq : c->maxq;
+	c->feat[FEAT_NUM_QUEUES] = num_queues_value(nsq, ncq);
+	*dw0 = c->feat[FEAT_NUM_QUEUES];
+	return ST_OK;
+}
+
 static uint16_t admin_set_features(struct nvme_ctrl *c, const struct nvme_sqe *cmd, uint32_t *dw0)
 {
 	unsigned fid = cmd->cdw10 & 0xff;
 	uint32_t v = cmd->cdw11;
+	uint16_t *th;
 
 	switch (fid) {
-	case FEAT_NUM_QUEUES: {
-		unsigned nsq = (v & 0xffff) + 1, ncq = (v >> 16) + 1;
-
-		if ((v & 0xffff) == 0xffff || (v >> 16) == 0xffff)
-			return ST_INVALID_FIELD;
-		nsq = nsq < c->maxq ? nsq : c->maxq;
-		ncq = ncq < c->maxq ? ncq : c->maxq;
-		c->feat[fid] = num_queues_value(nsq, ncq);
-		*dw0 = c->feat[fid];
-		return ST_OK;
-	}
-	case FEAT_ARBITRATION:
-	case FEAT_POWER_MGMT:
+	case FEAT_NUM_QUEUES:
+		return set_num_queues(c, v, dw0);
 	case FEAT_TEMP_THRESHOLD:
+		th = temp_threshold(c, v);
+		if (th == NULL)
+			return ST_INVALID_FIELD;
+		*th = (uint16_t)v;
+		temperature_check(c);
+		return ST_OK;
+	case FEAT_INT_COALESCING: /* read by the queue threads */
+		__atomic_store_n(&c->feat[fid], v & 0xffff, __ATOMIC_RELAXED);
+		return ST_OK;
+	case FEAT_INT_VECTOR_CFG:
+		return set_vector_config(c, v);
+	case FEAT_POWER_MGMT:
+		if ((v & 0x1f) != 0)
+			return ST_INVALID_FIELD; /* only power state 0 exists */
+		c->feat[fid] = v;
+		return ST_OK;
+	case FEAT_ARBITRATION:
 	case FEAT_ERROR_RECOVERY:
 	case FEAT_VOLATILE_WC:
-	case FEAT_INT_COALESCING:
-	case FEAT_INT_VECTOR_CFG:
 	case FEAT_WRITE_ATOMICITY:
-	case FEAT_ASYNC_EVENT_CFG:
-		if (fid == FEAT_POWER_MGMT && (v & 0x1f) != 0)
-			return ST_INVALID_FIELD; /* only power state 0 exists */
+	case FEAT_ASYNC_EVENT_CFG: /* bit 1 (temperature) is the one used */
 		c->feat[fid] = v;
 		return ST_OK;
 	default:
@@ -680,9 +1034,26 @@ static uint16_t admin_set_features(struct nvme_ctrl *c, const struct nvme_sqe *c
 	}
 }
 
+/* Interrupt Vector Configuration of the vector CDW11 names; vector 0 is
+ * the admin CQ's and never coalesced, so CD reads as set there. */
+static uint16_t get_vector_config(struct nvme_ctrl *c, uint32_t v, uint32_t *dw0)
+{
+	unsigned iv = v & 0xffff;
+	bool cd;
+
+	if (iv > c->maxq)
+		return ST_INVALID_FIELD;
+	pthread_mutex_lock(&c->vec[iv].lock);
+	cd = iv == 0 || c->vec[iv].cd;
+	pthread_mutex_unlock(&c->vec[iv].lock);
+	*dw0 = iv | (cd ? 1u << 16 : 0);
+	return ST_OK;
+}
+
 static uint16_t admin_get_features(struct nvme_ctrl *c, const struct nvme_sqe *cmd, uint32_t *dw0)
 {
 	unsigned fid = cmd->cdw10 & 0xff, sel = (cmd->cdw10 >> 8) & 7;
+	uint16_t *th;
 
 	if (fid == 0 || fid >= FEAT_COUNT || fid == 0x03)
 		return ST_INVALID_FIELD;
@@ -690,24 +1061,41 @@ static uint16_t admin_get_features(struct nvme_ctrl *c, const struct nvme_sqe *c
 		*dw0 = 0x4;
 		return ST_OK;
 	}
-	*dw0 = c->feat[fid];
-	if (fid == FEAT_INT_VECTOR_CFG)
-		*dw0 = cmd->cdw11 & 0xffff; /* the vector asked about; CD clear */
-	return ST_OK;
+	switch (fid) {
+	case FEAT_TEMP_THRESHOLD:
+		th = temp_threshold(c, cmd->cdw11);
+		if (th == NULL)
+			return ST_INVALID_FIELD;
+		*dw0 = *th;
+		return ST_OK;
+	case FEAT_INT_VECTOR_CFG:
+		return get_vector_config(c, cmd->cdw11, dw0);
+	default:
+		*dw0 = __atomic_load_n(&c->feat[fid], __ATOMIC_RELAXED);
+		return ST_OK;
+	}
 }
 
+/* Reset values; the queue threads are gone (or not yet started). */
 static void features_default(struct nvme_ctrl *c)
 {
 	memset(c->feat, 0, sizeof(c->feat));
-	c->feat[FEAT_TEMP_THRESHOLD] = 0x0157;
 	c->feat[FEAT_VOLATILE_WC] = 1;
 	c->feat[FEAT_NUM_QUEUES] = num_queues_value(c->maxq, c->maxq);
+	c->temp_over = NVME_WCTEMP; /* the spec's default: WCTEMP */
+	c->temp_under = 0;
+	temperature_check(c); /* cool again; AEC is 0, so no event */
+	for (unsigned v = 0; v <= NVME_MAX_IOQ; v++) {
+		c->vec[v].pending = 0;
+		c->vec[v].cd = false;
+	}
 }
 
 /* ---- I/O submission queue threads ---- */
 
-#define WATCH_KICK 1
-#define WATCH_STOP 2
+#define WATCH_KICK  1
+#define WATCH_STOP  2
+#define WATCH_TIMER 4
 
 static uint16_t io_result_status(const struct nvme_io *io)
 {
@@ -732,14 +1120,19 @@ static void io_free(struct nvme_sq *sq, struct nvme_io *io)
 	sq->inflight--;
 }
 
-/* Complete `io` at once with `status` (it never reached the back end). */
+/* Post a completion of this SQ into its reserved CQ slot. */
+static void sq_post(struct nvme_sq *sq, uint16_t cid, uint16_t status)
+{
+	cq_post(&sq->c->cq[sq->cqid], sq, cid, status, 0);
+	sq->posted++;
+	sq->posted_error = sq->posted_error || status != ST_OK;
+}
+
+/* Post the completion of `io` and free its slot. */
 static void io_finish(struct nvme_sq *sq, struct nvme_io *io, uint16_t status)
 {
-	struct nvme_ctrl *c = sq->c;
-
 	cid_release(sq, io->cid);
-	cq_post(&c->cq[sq->cqid], sq, io->cid, status, 0);
-	sq->posted = true;
+	sq_post(sq, io->cid, status);
 	io_free(sq, io);
 }
 
@@ -867,8 +1260,7 @@ static void io_start(struct nvme_sq *sq, struct nvme_io *io, const struct nvme_s
 	io->br.unmap = false;
 	if (sq->cid_busy[cmd->cid / 64] & (1ull << (cmd->cid % 64))) {
 		guest_warn("SQ %u: command id %u already in flight", sq->qid, cmd->cid);
-		cq_post(&c->cq[sq->cqid], sq, cmd->cid, ST_CID_CONFLICT, 0);
-		sq->posted = true;
+		sq_post(sq, cmd->cid, ST_CID_CONFLICT);
 		io_free(sq, io);
 		return;
 	}
@@ -906,15 +1298,21 @@ static void io_start(struct nvme_sq *sq, struct nvme_io *io, const struct nvme_s
 	blockif_queue(sq->ctx, &io->br);
 }
 
-/* A finished back-end request: continue a DSM, or post the completion. */
-static void io_done(struct nvme_sq *sq, struct nvme_io *io, bool post)
+/* Dataset Management ranges not yet started that would deallocate. */
+static bool dsm_ranges_left(const struct nvme_io *io)
 {
-	struct nvme_ctrl *c = sq->c;
+	for (unsigned i = io->dsm_next; i < io->dsm_count; i++)
+		if (io->dsm[i].nlb != 0)
+			return true;
+	return false;
+}
 
-	if (post && io->opc == IO_DSM && io->br.result == 0 && io_next_dsm_range(sq, io))
-		return;
+/* SMART counters, or a warning for a failed request. */
+static void io_account(struct nvme_ctrl *c, const struct nvme_io *io)
+{
 	if (io->br.result != 0)
-		guest_warn("SQ %u: I/O error %d (opcode 0x%x)", sq->qid, io->br.result, io->opc);
+		guest_warn("SQ %u: I/O error %d (opcode 0x%x)", io->sq->qid, io->br.result,
+		           io->opc);
 	else if (io->opc == IO_READ) {
 		__atomic_add_fetch(&c->bytes_read, io->br.len, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&c->read_cmds, 1, __ATOMIC_RELAXED);
@@ -922,33 +1320,137 @@ static void io_done(struct nvme_sq *sq, struct nvme_io *io, bool post)
 		__atomic_add_fetch(&c->bytes_written, io->br.len, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&c->write_cmds, 1, __ATOMIC_RELAXED);
 	}
-	if (post) {
-		io_finish(sq, io, io_result_status(io));
+}
+
+/*
+ * A finished back-end request: continue a DSM, or complete the command.
+ * While the SQ stops (`stopping`), a DSM goes no further and reports the
+ * ranges it skipped as aborted by the deletion; after a reset nothing is
+ * posted at all (sq->post_on_stop).
+ */
+static void io_done(struct nvme_sq *sq, struct nvme_io *io, bool stopping)
+{
+	uint16_t st;
+
+	if (!stopping && io->opc == IO_DSM && io->br.result == 0 && io_next_dsm_range(sq, io))
+		return;
+	io_account(sq->c, io);
+	st = io_result_status(io);
+	if (st == ST_OK && io->opc == IO_DSM && dsm_ranges_left(io))
+		st = ST_SQ_DELETED;
+	if (!stopping || sq->post_on_stop) {
+		io_finish(sq, io, st);
 	} else {
 		cid_release(sq, io->cid);
 		io_free(sq, io);
 	}
 }
 
-/* Fetch commands while there are free slots and completion room. */
+/* ---- Abort (section 5.1) ---- */
+
+/* Take the abort mark of SQ slot `slot`, if any (`fetch_lock` held). */
+static bool sq_take_mark(struct nvme_sq *sq, uint32_t slot)
+{
+	for (unsigned i = 0; i < sq->naborts; i++) {
+		if (sq->abort_slot[i] == slot) {
+			sq->abort_slot[i] = sq->abort_slot[--sq->naborts];
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Mark the first entry with command id `cid` among those the controller
+ * has not fetched yet: fetching it will complete it with Command Abort
+ * Requested instead of running it, so nothing of it happens after the
+ * Abort completes (an immediate abort, 2.1 section 5.2.1.1).  False when no
+ * such entry waits, or no mark is free.  `lock` held (the SQ stays).
+ */
+static bool sq_mark_abort(struct nvme_sq *sq, uint16_t cid)
+{
+	bool marked = false;
+	uint32_t tail;
+
+	pthread_mutex_lock(&sq->fetch_lock);
+	tail = __atomic_load_n(&sq->tail, __ATOMIC_ACQUIRE);
+	for (uint32_t s = sq->head; s != tail; s = (s + 1) % sq->size) {
+		uint16_t ecid;
+
+		memcpy(&ecid, sq->ring + (size_t)s * NVME_SQE_SIZE + 2, sizeof(ecid));
+		if (ecid != cid)
+			continue;
+		for (unsigned i = 0; i < sq->naborts && !marked; i++)
+			marked = sq->abort_slot[i] == s; /* asked twice */
+		if (!marked && sq->naborts < NVME_ABORT_MAX) {
+			sq->abort_slot[sq->naborts++] = s;
+			marked = true;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&sq->fetch_lock);
+	return marked;
+}
+
+/* Abort a held AER with id `cid`: it completes now.  `lock` held. */
+static bool aer_abort(struct nvme_ctrl *c, uint16_t cid)
+{
+	for (unsigned i = 0; i < c->naer; i++) {
+		if (c->aer_cid[i] != cid)
+			continue;
+		if (!cq_reserve(&c->cq[0]))
+			return false; /* no room: it stays held */
+		aer_complete(c, i, ST_ABORT_REQ, 0);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Abort: a held AER, or a command still in its SQ.  A fetched command is
+ * not aborted: its request is already in the back end, whose io_uring
+ * cannot recall it.  DW0 bit 0 (IANP): 0 aborted, 1 not.
+ */
+static uint16_t admin_abort(struct nvme_ctrl *c, const struct nvme_sqe *cmd, uint32_t *dw0)
+{
+	unsigned sqid = cmd->cdw10 & 0xffff;
+	uint16_t cid = (uint16_t)(cmd->cdw10 >> 16);
+	bool aborted = false;
+
+	if (sqid <= c->maxq && c->sq[sqid].created)
+		aborted = (sqid == 0 && aer_abort(c, cid)) || sq_mark_abort(&c->sq[sqid], cid);
+	*dw0 = aborted ? 0 : 1;
+	return ST_OK;
+}
+
+/* ---- the I/O SQ thread ---- */
+
+/* Fetch commands while there are free slots and completion room; an
+ * entry marked by Abort completes at once. */
 static void sq_fetch(struct nvme_sq *sq)
 {
 	struct nvme_cq *cq = &sq->c->cq[sq->cqid];
 
+	pthread_mutex_lock(&sq->fetch_lock);
 	for (uint32_t i = 0; i < sq->size && sq->free != NULL; i++) {
-		uint32_t tail = __atomic_load_n(&sq->tail, __ATOMIC_ACQUIRE);
+		uint32_t tail = __atomic_load_n(&sq->tail, __ATOMIC_ACQUIRE), slot = sq->head;
 		struct nvme_sqe cmd;
 		struct nvme_io *io;
 
-		if (sq->head == tail || !cq_reserve(cq))
+		if (slot == tail || !cq_reserve(cq))
 			break;
-		memcpy(&cmd, sq->ring + (size_t)sq->head * NVME_SQE_SIZE, sizeof(cmd));
-		__atomic_store_n(&sq->head, (sq->head + 1) % sq->size, __ATOMIC_RELEASE);
+		memcpy(&cmd, sq->ring + (size_t)slot * NVME_SQE_SIZE, sizeof(cmd));
+		__atomic_store_n(&sq->head, (slot + 1) % sq->size, __ATOMIC_RELEASE);
+		if (sq->naborts > 0 && sq_take_mark(sq, slot)) {
+			sq_post(sq, cmd.cid, ST_ABORT_REQ);
+			continue;
+		}
 		io = sq->free;
 		sq->free = io->next_free;
 		sq->inflight++;
 		io_start(sq, io, &cmd);
 	}
+	pthread_mutex_unlock(&sq->fetch_lock);
 }
 
 /* New commands the thread could start now, or finished I/O to reap. */
@@ -984,6 +1486,29 @@ static bool sq_poll_for_work(struct nvme_sq *sq, struct nvme_cq *cq)
 	return ready || sq_has_work(sq, cq);
 }
 
+/*
+ * The SQ is deleted or the controller reset: wait for what is in the back
+ * end.  Deletion posts those completions before its own (section 5.7),
+ * and interrupts without coalescing, since no thread may be left to
+ * watch the vector's deadline; entries not yet fetched are implicitly
+ * aborted.  A reset posts nothing: the host has forgotten the queues.
+ */
+static void sq_drain(struct nvme_sq *sq, struct nvme_cq *cq, struct blockif_req **done)
+{
+	uint64_t deadline;
+
+	while (sq->inflight > 0) {
+		uint32_t fired = 0;
+		unsigned n = blockif_wait(sq->ctx, done, NVME_REAP_BATCH, &fired);
+
+		for (unsigned i = 0; i < n; i++)
+			io_done(sq, (struct nvme_io *)done[i], true);
+	}
+	if (sq->post_on_stop && (coalesce_due(sq->c, cq, true, &deadline) || sq->posted > 0))
+		cq_notify(sq->c, cq);
+	sq->posted = 0;
+}
+
 static void *sq_main(void *arg)
 {
 	struct nvme_sq *sq = arg;
@@ -996,30 +1521,24 @@ static void *sq_main(void *arg)
 		uint32_t fired = 0;
 		unsigned n = busy ? blockif_poll(sq->ctx, done, NVME_REAP_BATCH, &fired)
 		                  : blockif_wait(sq->ctx, done, NVME_REAP_BATCH, &fired);
+		/* The flag first: it also publishes post_on_stop. */
 		bool stop =
-		    (fired & WATCH_STOP) || __atomic_load_n(&sq->stopping, __ATOMIC_ACQUIRE);
+		    __atomic_load_n(&sq->stopping, __ATOMIC_ACQUIRE) || (fired & WATCH_STOP);
 
 		for (unsigned i = 0; i < n; i++)
-			io_done(sq, (struct nvme_io *)done[i], !stop);
+			io_done(sq, (struct nvme_io *)done[i], stop);
 		if (stop)
 			break;
 		if ((fired & WATCH_KICK) && read(sq->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			guest_warn("SQ %u: doorbell eventfd read failed", sq->qid);
+		if (fired & WATCH_TIMER)
+			sq_coalesce_timeout(sq, cq);
 		sq_fetch(sq);
 		blockif_submit(sq->ctx); /* before polling: the back end must see it */
-		if (sq->posted)
-			cq_notify(c, cq);
-		sq->posted = false;
+		sq_signal(sq, cq);
 		busy = sq_poll_for_work(sq, cq);
 	}
-	/* Deleted or reset: let what is in flight finish, post nothing. */
-	while (sq->inflight > 0) {
-		uint32_t fired = 0;
-		unsigned n = blockif_wait(sq->ctx, done, NVME_REAP_BATCH, &fired);
-
-		for (unsigned i = 0; i < n; i++)
-			io_done(sq, (struct nvme_io *)done[i], false);
-	}
+	sq_drain(sq, cq, done);
 	return NULL;
 }
 
@@ -1031,10 +1550,12 @@ static void sq_release(struct nvme_sq *sq)
 		close(sq->kick_fd);
 	if (sq->stop_fd >= 0)
 		close(sq->stop_fd);
+	if (sq->timer_fd >= 0)
+		close(sq->timer_fd);
 	free(sq->slots);
 	free(sq->cid_busy);
 	sq->ctx = NULL;
-	sq->kick_fd = sq->stop_fd = -1;
+	sq->kick_fd = sq->stop_fd = sq->timer_fd = -1;
 	sq->slots = sq->free = NULL;
 	sq->cid_busy = NULL;
 }
@@ -1046,9 +1567,11 @@ static int sq_start_thread(struct nvme_sq *sq)
 
 	sq->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	sq->stop_fd = eventfd(0, EFD_CLOEXEC);
+	sq->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	sq->slots = calloc(sq->c->ioslots, sizeof(*sq->slots));
 	sq->cid_busy = calloc(65536 / 64, sizeof(uint64_t));
-	if (sq->kick_fd < 0 || sq->stop_fd < 0 || sq->slots == NULL || sq->cid_busy == NULL)
+	if (sq->kick_fd < 0 || sq->stop_fd < 0 || sq->timer_fd < 0 || sq->slots == NULL ||
+	    sq->cid_busy == NULL)
 		goto fail;
 	sq->ctx = blockif_ctx_create(sq->c->bi, sq->c->ioslots, err, sizeof(err));
 	if (sq->ctx == NULL) {
@@ -1056,7 +1579,8 @@ static int sq_start_thread(struct nvme_sq *sq)
 		goto fail;
 	}
 	if (blockif_ctx_watch(sq->ctx, sq->kick_fd, WATCH_KICK) < 0 ||
-	    blockif_ctx_watch(sq->ctx, sq->stop_fd, WATCH_STOP) < 0)
+	    blockif_ctx_watch(sq->ctx, sq->stop_fd, WATCH_STOP) < 0 ||
+	    blockif_ctx_watch(sq->ctx, sq->timer_fd, WATCH_TIMER) < 0)
 		goto fail;
 	sq->free = NULL;
 	for (unsigned i = sq->c->ioslots; i-- > 0;) {
@@ -1065,6 +1589,9 @@ static int sq_start_thread(struct nvme_sq *sq)
 		sq->free = &sq->slots[i];
 	}
 	sq->inflight = 0;
+	sq->naborts = 0;
+	sq->posted = 0;
+	sq->posted_error = false;
 	sq->stopping = false;
 	sq->polling = false;
 	if (pthread_create(&sq->thread, NULL, sq_main, sq) != 0)
@@ -1076,11 +1603,14 @@ fail:
 	return -1;
 }
 
-static void sq_stop_thread(struct nvme_sq *sq)
+/* Stop the thread once the back end is done; `post`: deletion (see
+ * sq_drain). */
+static void sq_stop_thread(struct nvme_sq *sq, bool post)
 {
 	uint64_t one = 1;
 
 	if (sq->running) {
+		sq->post_on_stop = post; /* published by the release below */
 		__atomic_store_n(&sq->stopping, true, __ATOMIC_RELEASE);
 		if (write(sq->stop_fd, &one, sizeof(one)) < 0)
 			log_warn("nvme: cannot stop SQ %u", sq->qid);
@@ -1176,11 +1706,12 @@ static uint16_t admin_create_sq(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
 	return rc == 0 ? ST_OK : ST_INTERNAL;
 }
 
-/* Called with qlock held for writing. */
-static void sq_delete(struct nvme_sq *sq)
+/* Called with qlock held for writing; `post`: see sq_drain(). */
+static void sq_delete(struct nvme_sq *sq, bool post)
 {
-	sq_stop_thread(sq);
+	sq_stop_thread(sq, post);
 	sq->created = false;
+	sq->naborts = 0;
 }
 
 static uint16_t admin_delete_sq(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
@@ -1190,7 +1721,7 @@ static uint16_t admin_delete_sq(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
 	if (!io_qid_valid(c, qid) || !c->sq[qid].created)
 		return ST_INVALID_QID;
 	pthread_rwlock_wrlock(&c->qlock);
-	sq_delete(&c->sq[qid]);
+	sq_delete(&c->sq[qid], true);
 	pthread_rwlock_unlock(&c->qlock);
 	return ST_OK;
 }
@@ -1213,8 +1744,8 @@ static uint16_t admin_delete_cq(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
 
 /* ---- the admin queue ---- */
 
-/* Asynchronous Event Request (section 5.2): held; no events are ever
- * reported, so it completes only by being dropped at reset. */
+/* Asynchronous Event Request (section 5.2): held until an event comes
+ * (aer_deliver(), at the end of admin_process()) or a reset drops it. */
 static uint16_t admin_aer(struct nvme_ctrl *c, const struct nvme_sqe *cmd, bool *held)
 {
 	for (unsigned i = 0; i < c->naer; i++)
@@ -1246,8 +1777,7 @@ static uint16_t admin_execute(struct nvme_ctrl *c, const struct nvme_sqe *cmd, u
 	case ADM_IDENTIFY:
 		return admin_identify(c, cmd);
 	case ADM_ABORT:
-		*dw0 = 1; /* not aborted: commands finish on their own */
-		return ST_OK;
+		return admin_abort(c, cmd, dw0);
 	case ADM_SET_FEATURES:
 		return admin_set_features(c, cmd, dw0);
 	case ADM_GET_FEATURES:
@@ -1270,16 +1800,19 @@ static void admin_process(struct nvme_ctrl *c)
 	if (!(c->csts & CSTS_RDY) || (c->csts & CSTS_SHST_MASK))
 		return;
 	for (uint32_t i = 0; i < sq->size && sq->head != sq->tail; i++) {
+		uint32_t dw0 = 0, slot = sq->head;
 		struct nvme_sqe cmd;
-		uint32_t dw0 = 0;
-		bool held = false;
+		bool held = false, marked;
 		uint16_t st;
 
 		if (!cq_reserve(cq))
 			break;
-		memcpy(&cmd, sq->ring + (size_t)sq->head * NVME_SQE_SIZE, sizeof(cmd));
-		sq->head = (sq->head + 1) % sq->size;
-		st = admin_execute(c, &cmd, &dw0, &held);
+		memcpy(&cmd, sq->ring + (size_t)slot * NVME_SQE_SIZE, sizeof(cmd));
+		pthread_mutex_lock(&sq->fetch_lock);
+		sq->head = (slot + 1) % sq->size;
+		marked = sq->naborts > 0 && sq_take_mark(sq, slot);
+		pthread_mutex_unlock(&sq->fetch_lock);
+		st = marked ? ST_ABORT_REQ : admin_execute(c, &cmd, &dw0, &held);
 		if (held) {
 			cq_unreserve(cq);
 			continue;
@@ -1289,6 +1822,7 @@ static void admin_process(struct nvme_ctrl *c)
 	}
 	if (posted)
 		cq_notify(c, cq);
+	aer_deliver(c); /* events raised above, AERs just held, log pages read */
 }
 
 /* ---- controller state (sections 3.5 initialization, 3.6 shutdown, 3.7 reset) ---- */
@@ -1299,12 +1833,17 @@ static void controller_reset(struct nvme_ctrl *c)
 	pthread_rwlock_wrlock(&c->qlock);
 	for (unsigned q = 1; q <= c->maxq; q++)
 		if (c->sq[q].created)
-			sq_delete(&c->sq[q]);
+			sq_delete(&c->sq[q], false);
 	for (unsigned q = 0; q <= c->maxq; q++)
 		__atomic_store_n(&c->cq[q].created, false, __ATOMIC_RELEASE);
 	c->sq[0].created = false;
 	pthread_rwlock_unlock(&c->qlock);
+	/* AERs are dropped without completions, pending events forgotten and
+	 * the error log emptied (sections 5.2, 5.16.1.2). */
 	c->naer = 0;
+	c->nevents = 0;
+	c->ae_masked = 0;
+	c->errlog_base = c->error_count;
 	c->csts = 0;
 	c->intms = 0;
 	features_default(c);
@@ -1331,6 +1870,7 @@ static void controller_enable(struct nvme_ctrl *c)
 	sq->size = sqs;
 	sq->head = sq->tail = 0;
 	sq->cqid = 0;
+	sq->naborts = 0;
 	sq->created = true;
 	cq->ring = acq;
 	cq->size = cqs;
@@ -1382,29 +1922,62 @@ static void cc_write(struct nvme_ctrl *c, uint32_t val)
 
 /* ---- doorbells (section 3.1: SQyTDBL, CQyHDBL; CAP.DSTRD 0: stride 4 bytes) ---- */
 
+/* The admin SQ tail doorbell: run the new commands at once. */
+static void admin_sq_doorbell(struct nvme_ctrl *c, uint32_t tail)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->sq[0].created && tail < c->sq[0].size) {
+		c->sq[0].tail = tail;
+		admin_process(c);
+	} else {
+		guest_warn("bad admin SQ doorbell %u", tail);
+		doorbell_error(c, NVME_AEI_INVALID_DB_VALUE);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* An I/O SQ tail doorbell: hand the tail to the queue's thread. */
 static void sq_doorbell(struct nvme_ctrl *c, unsigned qid, uint32_t tail)
 {
+	struct nvme_sq *sq = &c->sq[qid];
+	int err = -1;
 	uint64_t one = 1;
 
-	if (qid == 0) {
-		pthread_mutex_lock(&c->lock);
-		if (c->sq[0].created && tail < c->sq[0].size) {
-			c->sq[0].tail = tail;
-			admin_process(c);
-		} else
-			guest_warn("bad admin SQ doorbell %u", tail);
-		pthread_mutex_unlock(&c->lock);
-		return;
-	}
 	pthread_rwlock_rdlock(&c->qlock);
-	if (qid <= c->maxq && c->sq[qid].created && tail < c->sq[qid].size) {
-		__atomic_store_n(&c->sq[qid].tail, tail, __ATOMIC_SEQ_CST);
-		if (!__atomic_load_n(&c->sq[qid].polling, __ATOMIC_SEQ_CST) &&
-		    write(c->sq[qid].kick_fd, &one, sizeof(one)) < 0)
+	if (!sq->created) {
+		err = NVME_AEI_INVALID_DB_REG;
+	} else if (tail >= sq->size) {
+		err = NVME_AEI_INVALID_DB_VALUE;
+	} else {
+		__atomic_store_n(&sq->tail, tail, __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&sq->polling, __ATOMIC_SEQ_CST) &&
+		    write(sq->kick_fd, &one, sizeof(one)) < 0)
 			guest_warn("SQ %u: cannot signal its thread", qid);
-	} else
-		guest_warn("SQ %u doorbell %u: no such queue or tail beyond it", qid, tail);
+	}
 	pthread_rwlock_unlock(&c->qlock);
+	if (err >= 0) {
+		guest_warn("SQ %u doorbell %u: no such queue or tail beyond it", qid, tail);
+		doorbell_error_unlocked(c, (uint8_t)err);
+	}
+}
+
+/* Move a CQ's head to `head`, which must lie among the entries posted and
+ * not yet consumed ("remove an entry from an empty CQ" is an invalid
+ * doorbell value, 2.1 section 3.3.1.2).  False when it does not. */
+static bool cq_consume(struct nvme_cq *cq, uint32_t head, bool *was_stalled)
+{
+	bool ok;
+
+	pthread_mutex_lock(&cq->lock);
+	ok = head < cq->size &&
+	     (head + cq->size - cq->head) % cq->size <= (cq->tail + cq->size - cq->head) % cq->size;
+	if (ok) {
+		__atomic_store_n(&cq->head, head, __ATOMIC_RELEASE);
+		*was_stalled = cq->stalled;
+		cq->stalled = false;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return ok;
 }
 
 static void cq_doorbell(struct nvme_ctrl *c, unsigned qid, uint32_t head)
@@ -1412,23 +1985,24 @@ static void cq_doorbell(struct nvme_ctrl *c, unsigned qid, uint32_t head)
 	struct nvme_cq *cq = &c->cq[qid];
 	uint64_t one = 1;
 	bool was_stalled = false;
+	int err = -1;
 
 	pthread_rwlock_rdlock(&c->qlock);
-	if (qid > c->maxq || !cq->created || head >= cq->size) {
-		guest_warn("CQ %u doorbell %u: no such queue or head beyond it", qid, head);
-		pthread_rwlock_unlock(&c->qlock);
-		return;
-	}
-	pthread_mutex_lock(&cq->lock);
-	__atomic_store_n(&cq->head, head, __ATOMIC_RELEASE);
-	was_stalled = cq->stalled;
-	cq->stalled = false;
-	pthread_mutex_unlock(&cq->lock);
+	if (!cq->created)
+		err = NVME_AEI_INVALID_DB_REG;
+	else if (!cq_consume(cq, head, &was_stalled))
+		err = NVME_AEI_INVALID_DB_VALUE;
 	for (unsigned s = 1; was_stalled && qid != 0 && s <= c->maxq; s++)
 		if (c->sq[s].created && c->sq[s].cqid == qid &&
 		    write(c->sq[s].kick_fd, &one, sizeof(one)) < 0)
 			guest_warn("SQ %u: cannot signal its thread", s);
 	pthread_rwlock_unlock(&c->qlock);
+	if (err >= 0) {
+		guest_warn("CQ %u doorbell %u: no such queue or head beyond its entries", qid,
+		           head);
+		doorbell_error_unlocked(c, (uint8_t)err);
+		return;
+	}
 	intx_update(c);
 	if (was_stalled && qid == 0) {
 		pthread_mutex_lock(&c->lock);
@@ -1441,17 +2015,23 @@ static void doorbell_write(struct nvme_ctrl *c, uint64_t offset, unsigned size, 
 {
 	uint64_t idx = (offset - NVME_DOORBELL_BASE) / 4;
 
-	if (size != 4 || (offset & 3) || idx / 2 > c->maxq) {
+	if (size != 4 || (offset & 3)) {
 		guest_warn("doorbell write at 0x%llx size %u ignored", (unsigned long long)offset,
 		           size);
 		return;
 	}
 	if (!(__atomic_load_n(&c->csts, __ATOMIC_ACQUIRE) & CSTS_RDY))
 		return;
-	if (idx & 1)
+	if (idx / 2 > c->maxq) {
+		guest_warn("doorbell write at 0x%llx: no such queue", (unsigned long long)offset);
+		doorbell_error_unlocked(c, NVME_AEI_INVALID_DB_REG);
+	} else if (idx & 1) {
 		cq_doorbell(c, (unsigned)(idx / 2), val & 0xffff);
-	else
+	} else if (idx == 0) {
+		admin_sq_doorbell(c, val & 0xffff);
+	} else {
 		sq_doorbell(c, (unsigned)(idx / 2), val & 0xffff);
+	}
 }
 
 /* ---- register access ---- */
@@ -1744,9 +2324,11 @@ static int nvme_init(struct machine *m, struct pci_func *f, struct config_node *
 	pthread_mutex_init(&c->intx_lock, NULL);
 	for (unsigned q = 0; q <= NVME_MAX_IOQ; q++) {
 		pthread_mutex_init(&c->cq[q].lock, NULL);
+		pthread_mutex_init(&c->sq[q].fetch_lock, NULL);
+		pthread_mutex_init(&c->vec[q].lock, NULL);
 		c->sq[q].c = c;
 		c->sq[q].qid = (uint16_t)q;
-		c->sq[q].kick_fd = c->sq[q].stop_fd = -1;
+		c->sq[q].kick_fd = c->sq[q].stop_fd = c->sq[q].timer_fd = -1;
 	}
 	features_default(c);
 	f->softc = c;

@@ -33,6 +33,33 @@ struct nvme_cqe {
 	uint16_t status; /* bit 0: phase tag */
 };
 
+/* An Error Information log entry (section 5.16.1.2); error_count 0 marks
+ * an unused entry. */
+struct nvme_error_entry {
+	uint64_t error_count;
+	uint16_t sqid; /* 0xffff: not tied to a submission queue */
+	uint16_t cid;  /* 0xffff: not tied to a command */
+	uint16_t status;
+	uint16_t param_loc; /* 0xffff: no parameter at fault */
+	uint64_t lba;
+	uint32_t nsid;
+	uint8_t vs, trtype;
+	uint8_t rsvd30[2];
+	uint64_t csi;
+	uint16_t ttsi;
+	uint8_t rsvd42[22];
+};
+
+/* Asynchronous Event Request completion dword 0 (section 5.2.1): event
+ * type, event information, and the log page that clears the event. */
+#define NVME_AE_DW0(type, info, lid)                                                               \
+	((uint32_t)(type) | (uint32_t)(info) << 8 | (uint32_t)(lid) << 16)
+#define NVME_AE_ERROR             0    /* type: error status */
+#define NVME_AE_SMART             1    /* type: SMART / health status */
+#define NVME_AEI_INVALID_DB_REG   0x00 /* error: write to an invalid doorbell register */
+#define NVME_AEI_INVALID_DB_VALUE 0x01 /* error: invalid doorbell write value */
+#define NVME_AEI_TEMPERATURE      0x01 /* SMART: temperature threshold */
+
 /* One Dataset Management range (NVM Command Set section 3.2.3). */
 struct nvme_dsm_range {
 	uint32_t attributes;
@@ -43,5 +70,6 @@ struct nvme_dsm_range {
 _Static_assert(sizeof(struct nvme_sqe) == 64, "SQE is 64 bytes");
 _Static_assert(sizeof(struct nvme_cqe) == 16, "CQE is 16 bytes");
 _Static_assert(sizeof(struct nvme_dsm_range) == 16, "DSM range is 16 bytes");
+_Static_assert(sizeof(struct nvme_error_entry) == 64, "error log entry is 64 bytes");
 
 #endif

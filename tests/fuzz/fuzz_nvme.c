@@ -1,8 +1,10 @@
 /*
  * libFuzzer target for the NVMe controller (src/dev/nvme.c): two
- * controllers (a file-backed one with two I/O queues, a 4 KiB-sector
- * memory disk with one) in a detached machine, driven through BAR 0 as a
- * guest driver would, with queues, PRP lists and data in fake guest RAM.
+ * controllers (a file-backed one with two I/O queues and INTx, a 4
+ * KiB-sector memory disk with one and MSI-X, every vector masked so that
+ * interrupts only set pending bits) in a detached machine, driven through
+ * BAR 0 as a guest driver would, with queues, PRP lists and data in fake
+ * guest RAM.
  *
  * Input: a sequence of ops, each an opcode byte and its operands:
  *   bit 7 picks the controller; bit 6 "fix-up" masks the guest addresses
@@ -12,8 +14,9 @@
  *   0 RAM write      u32 offset, u8 length-1, bytes
  *   1 register write u16 offset, u8 size (1 << n&3), u64 value
  *   2 register read  u16 offset, u8 size
- *   3 admin command  64-byte SQE, put at the admin SQ tail; rings SQ0 and
- *                    then CQ0 at the same index
+ *   3 admin command  64-byte SQE, put at the admin SQ tail; rings SQ0, then
+ *                    CQ0 past the completions posted (a held AER posts none,
+ *                    and a head beyond them is an invalid doorbell write)
  *   4 I/O command    u8 queue (1 + n%2), 64-byte SQE; rings that SQ
  *   5 I/O queue pair u8 queue (1 + n%2), u8 entries (2 + n%15), u8 CQ flags:
  *                    Create I/O CQ then Create I/O SQ through the admin queue
@@ -51,6 +54,8 @@ struct ctl {
 	uint64_t bar;
 	uint32_t sq_tail[MAXQ + 1];
 	uint32_t sq_size[MAXQ + 1];
+	uint32_t cq0_head; /* the admin CQ as a driver consumes it */
+	bool cq0_phase;
 };
 static struct ctl ctl[NCTRL];
 
@@ -94,6 +99,8 @@ static void setup_once(void)
 		ctl[i].bar = pci_get(i)->bar[0].addr;
 		pci_cfg_write(0, 3 + i, 0, PCIR_COMMAND, 2, PCIM_CMD_MEM | PCIM_CMD_BUSMASTER);
 	}
+	/* MSI-X on the second: interrupt coalescing applies only there. */
+	pci_cfg_write(0, 4, 0, pci_get(1)->msix.cap + 2, 2, 0x8000);
 }
 
 static void reset_all(void)
@@ -109,6 +116,8 @@ static void reset_all(void)
 		memset(c->sq_tail, 0, sizeof(c->sq_tail));
 		memset(c->sq_size, 0, sizeof(c->sq_size));
 		c->sq_size[0] = AQ_ENTRIES;
+		c->cq0_head = 0;
+		c->cq0_phase = true;
 		/* Controller i uses the RAM's i-th half for its queues. */
 		reg(c, 0x24, 4, true, (AQ_ENTRIES - 1) | ((AQ_ENTRIES - 1) << 16));
 		reg(c, 0x28, 8, true, ASQ_GPA + i * 0x8000);
@@ -133,6 +142,24 @@ static void fixup(struct nvme_sqe *e)
 		e->mptr = in_ram(e->mptr, 4);
 }
 
+/* Consume the admin completions controller `i` has posted. */
+static void consume_cq0(struct ctl *c, unsigned i)
+{
+	const uint8_t *cq = ram + (ACQ_GPA - RAM_GPA) + i * 0x8000;
+
+	for (unsigned n = 0; n < AQ_ENTRIES; n++) {
+		uint8_t p =
+		    __atomic_load_n(&cq[c->cq0_head * NVME_CQE_SIZE + 14], __ATOMIC_ACQUIRE);
+
+		if ((p & 1) != c->cq0_phase)
+			break;
+		c->cq0_head = (c->cq0_head + 1) % AQ_ENTRIES;
+		if (c->cq0_head == 0)
+			c->cq0_phase = !c->cq0_phase;
+	}
+	reg(c, DB(0, 1), 4, true, c->cq0_head);
+}
+
 static void submit(struct ctl *c, unsigned i, unsigned q, struct nvme_sqe *e)
 {
 	uint64_t base = (q == 0 ? ASQ_GPA : SQ_GPA(q)) + i * 0x8000;
@@ -143,7 +170,7 @@ static void submit(struct ctl *c, unsigned i, unsigned q, struct nvme_sqe *e)
 	c->sq_tail[q] = (tail + 1) % size;
 	reg(c, DB(q, 0), 4, true, c->sq_tail[q]);
 	if (q == 0)
-		reg(c, DB(0, 1), 4, true, c->sq_tail[0]);
+		consume_cq0(c, i);
 }
 
 static void queue_pair(struct ctl *c, unsigned i, unsigned q, unsigned entries, uint8_t flags)

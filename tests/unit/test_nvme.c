@@ -3,9 +3,11 @@
  * BAR 0 registers and doorbells as a guest driver would: enable, Identify,
  * features, log pages, I/O queue creation, Read/Write through PRP1/PRP2
  * and PRP lists, Flush, Dataset Management, Write Zeroes, INTx and MSI-X
- * pending bits, shutdown and reset -- and malformed input (bad PRPs, bad
- * queue ids and sizes, bad opcodes, namespaces, LBAs, sizes over MDTS,
- * doorbell garbage), each of which must fail with the right status.
+ * pending bits, asynchronous events and the error log, Abort, queue
+ * deletion with commands outstanding, interrupt coalescing, shutdown and
+ * reset -- and malformed input (bad PRPs, bad queue ids and sizes, bad
+ * opcodes, namespaces, LBAs, sizes over MDTS, doorbell garbage), each of
+ * which must fail with the right status.
  *
  * No KVM: the fake machine has vm_fd -1 and one RAM region from calloc().
  * The image is a 1 MiB file in a temporary directory.  Every test starts
@@ -20,6 +22,7 @@
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "dev/nvme.h"
+#include "lib/clock.h"
 #include "lib/config.h"
 
 #define RAM_GPA   0x100000ull
@@ -49,6 +52,8 @@
 #define ST_BAD_FIELD    S(0, 0x02)
 #define ST_CID_CONFLICT S(0, 0x03)
 #define ST_DATA_XFER    S(0, 0x04)
+#define ST_ABORT_REQ    S(0, 0x07)
+#define ST_SQ_DELETED   S(0, 0x08)
 #define ST_BAD_NS       S(0, 0x0b)
 #define ST_PRP_OFFSET   S(0, 0x13)
 #define ST_LBA_RANGE    S(0, 0x80)
@@ -72,6 +77,7 @@ static int imgfd = -1;
 struct drvq {
 	uint64_t sq, cq;
 	uint32_t size;
+	uint32_t cqsize; /* CQ entries when not `size` */
 	uint32_t tail, head;
 	bool phase;
 	uint16_t cid;
@@ -200,7 +206,7 @@ static unsigned reap(unsigned qi, uint16_t *cid)
 			memcpy(&last_dw0, e, 4);
 			if (cid != NULL)
 				memcpy(cid, e + 12, 2);
-			if (++d->head == d->size) {
+			if (++d->head == (d->cqsize ? d->cqsize : d->size)) {
 				d->head = 0;
 				d->phase = !d->phase;
 			}
@@ -443,9 +449,10 @@ static void test_features(void **state)
 	assert_int_equal(set_feature(0x06, 0), ST_OK);
 	assert_int_equal(get_feature(0x06), ST_OK);
 	assert_int_equal(last_dw0, 0);
-	/* The rest are accepted and remembered. */
+	/* The rest are accepted and remembered (Interrupt Vector
+	 * Configuration wants an I/O CQ: test_coalescing). */
 	for (unsigned fid = 0x01; fid <= 0x0b; fid++) {
-		if (fid == 0x03 || fid == 0x06 || fid == 0x07)
+		if (fid == 0x03 || fid == 0x06 || fid == 0x07 || fid == 0x09)
 			continue;
 		assert_int_equal(set_feature(fid, 0), ST_OK);
 		assert_int_equal(get_feature(fid), ST_OK);
@@ -460,16 +467,22 @@ static void test_features(void **state)
 	assert_int_equal(get_feature(0xfe), ST_BAD_FIELD);
 }
 
-static unsigned get_log(unsigned lid, uint32_t dwords, uint64_t offset)
+/* Get Log Page; `rae`: retain asynchronous event (CDW10 bit 15). */
+static unsigned get_log_rae(unsigned lid, uint32_t dwords, uint64_t offset, bool rae)
 {
 	memset(hva(ID_GPA), 0xee, 2 * PAGE);
 	return submit(0, (struct nvme_sqe){.opc = 0x02,
 	                                   .prp1 = ID_GPA,
 	                                   .prp2 = ID_GPA + PAGE,
-	                                   .cdw10 = lid | (dwords - 1) << 16,
+	                                   .cdw10 = lid | (rae ? 1u << 15 : 0) | (dwords - 1) << 16,
 	                                   .cdw11 = (dwords - 1) >> 16,
 	                                   .cdw12 = (uint32_t)offset,
 	                                   .cdw13 = (uint32_t)(offset >> 32)});
+}
+
+static unsigned get_log(unsigned lid, uint32_t dwords, uint64_t offset)
+{
+	return get_log_rae(lid, dwords, offset, false);
 }
 
 static void test_log_pages(void **state)
@@ -560,6 +573,326 @@ static void test_aer(void **state)
 		assert_int_equal(reap(0, &cid), ST_CID_CONFLICT);
 		assert_int_equal(cid, 0);
 	}
+}
+
+/* No completion is waiting on queue `qi`'s CQ. */
+static bool cq_empty(unsigned qi)
+{
+	const struct drvq *d = &q[qi];
+
+	return (hva(d->cq + 16ull * d->head)[14] & 1) != d->phase;
+}
+
+/* Submit an AER (held by the controller); its command id. */
+static uint16_t post_aer(void)
+{
+	struct nvme_sqe c = {.opc = 0x0c};
+
+	queue_cmd(0, &c);
+	ring(0);
+	return c.cid;
+}
+
+/* Invalid doorbell writes: error log entries always, error events only
+ * while an AER is outstanding; the event type stays masked until the
+ * error log is read with RAE 0, which also drops what was pending. */
+static void test_aer_error_events(void **state)
+{
+	const struct nvme_error_entry *e = (const void *)hva(ID_GPA);
+	uint64_t base;
+	uint16_t cid, aer;
+
+	(void)state;
+	assert_int_equal(get_log(0x01, 32, 0), ST_OK);
+	assert_int_equal(e[0].error_count, 0); /* a reset empties the log */
+	/* SQ 3 does not exist; no AER outstanding: just the log entry. */
+	wr(0x1000 + 8 * 3, 4, 1);
+	assert_true(cq_empty(0));
+	assert_int_equal(get_log(0x01, 32, 0), ST_OK);
+	base = e[0].error_count;
+	assert_true(base != 0);
+	assert_int_equal(e[0].sqid, 0xffff);
+	assert_int_equal(e[0].cid, 0xffff);
+	assert_int_equal(e[0].status, S(1, 0x01));
+	assert_int_equal(e[0].param_loc, 0xffff);
+	assert_int_equal(e[1].error_count, 0);
+	assert_int_equal(get_log(0x02, 128, 0), ST_OK);
+	assert_int_equal(unit_le(hva(ID_GPA) + 160, 8), base); /* SMART: lifetime count */
+	/* With an AER outstanding: CQ 3's doorbell completes it. */
+	aer = post_aer();
+	assert_true(cq_empty(0));
+	wr(0x1000 + 8 * 3 + 4, 4, 1);
+	assert_int_equal(reap(0, &cid), ST_OK);
+	assert_int_equal(cid, aer);
+	assert_int_equal(last_dw0, NVME_AE_DW0(NVME_AE_ERROR, NVME_AEI_INVALID_DB_REG, 0x01));
+	/* The error type is masked now: an admin tail beyond the queue waits. */
+	aer = post_aer();
+	wr(0x1000, 4, QENTRIES + 3);
+	assert_int_equal(identify(1, 0), ST_OK);
+	assert_true(cq_empty(0));
+	/* RAE 1 keeps it masked; the log has the entry, newest first. */
+	assert_int_equal(get_log_rae(0x01, 32, 0, true), ST_OK);
+	assert_true(cq_empty(0));
+	assert_int_equal(e[0].error_count, base + 2);
+	assert_int_equal(e[0].status, S(0, 0x02));
+	assert_int_equal(e[1].error_count, base + 1);
+	/* RAE 0 clears it, and the pending event with it: nothing comes. */
+	assert_int_equal(get_log(0x01, 32, 0), ST_OK);
+	assert_true(cq_empty(0));
+	/* Unmasked: a CQ head beyond the entries posted (an empty CQ). */
+	wr(0x1004, 4, (q[0].head + 5) % QENTRIES);
+	assert_int_equal(reap(0, &cid), ST_OK);
+	assert_int_equal(cid, aer);
+	assert_int_equal(last_dw0, NVME_AE_DW0(NVME_AE_ERROR, NVME_AEI_INVALID_DB_VALUE, 0x01));
+	/* Beyond maxq is a doorbell of no queue too; the log keeps 16. */
+	for (int i = 0; i < 20; i++)
+		wr(0x1000 + 8 * MAXQ + 8, 4, 1);
+	assert_int_equal(get_log(0x01, 1024, 0), ST_OK);
+	assert_int_equal(e[0].error_count, base + 23);
+	assert_int_equal(e[15].error_count, base + 8);
+	assert_int_equal(e[16].error_count, 0);
+	assert_true(cq_empty(0));
+	assert_alive();
+}
+
+static unsigned get_feature_dw11(unsigned fid, uint32_t dw11)
+{
+	return submit(0, (struct nvme_sqe){.opc = 0x0a, .cdw10 = fid, .cdw11 = dw11});
+}
+
+/* The composite temperature (323 K) against the Temperature Threshold
+ * feature: SMART critical warning bit 1, and a SMART event when the
+ * Asynchronous Event Configuration enables it -- kept until an AER
+ * comes. */
+static void test_aer_temperature(void **state)
+{
+	const uint8_t *d = hva(ID_GPA);
+	struct nvme_sqe sf = {.opc = 0x09, .cdw10 = 0x04, .cdw11 = 300};
+	uint16_t cid, aer;
+
+	(void)state;
+	assert_int_equal(get_feature(0x04), ST_OK);
+	assert_int_equal(last_dw0, 343); /* WCTEMP */
+	assert_int_equal(set_feature(0x0b, 0x02), ST_OK);
+	assert_int_equal(get_log_rae(0x02, 128, 0, true), ST_OK);
+	assert_int_equal(d[0], 0);
+	/* Over threshold below it: no AER yet, so the event waits. */
+	assert_int_equal(set_feature(0x04, 300), ST_OK);
+	assert_true(cq_empty(0));
+	assert_int_equal(get_log_rae(0x02, 128, 0, true), ST_OK);
+	assert_int_equal(d[0], 0x02);
+	assert_int_equal(submit(0, (struct nvme_sqe){.opc = 0x0c}), ST_OK);
+	assert_int_equal(last_dw0, NVME_AE_DW0(NVME_AE_SMART, NVME_AEI_TEMPERATURE, 0x02));
+	/* Cool, then hot again: masked (the SMART log was not read). */
+	assert_int_equal(set_feature(0x04, 343), ST_OK);
+	assert_int_equal(get_log_rae(0x02, 128, 0, true), ST_OK);
+	assert_int_equal(d[0], 0);
+	aer = post_aer();
+	assert_int_equal(set_feature(0x04, 300), ST_OK);
+	assert_true(cq_empty(0));
+	/* Reading the log with RAE 0 clears the event: it is not reported. */
+	assert_int_equal(get_log(0x02, 128, 0), ST_OK);
+	assert_int_equal(d[0], 0x02);
+	assert_true(cq_empty(0));
+	/* Unmasked now: the next rising edge completes the AER, after the
+	 * Set Features that caused it. */
+	assert_int_equal(set_feature(0x04, 343), ST_OK);
+	queue_cmd(0, &sf);
+	ring(0);
+	assert_int_equal(reap(0, &cid), ST_OK);
+	assert_int_equal(cid, sf.cid);
+	assert_int_equal(reap(0, &cid), ST_OK);
+	assert_int_equal(cid, aer);
+	assert_int_equal(last_dw0, NVME_AE_DW0(NVME_AE_SMART, NVME_AEI_TEMPERATURE, 0x02));
+	/* The under threshold (THSEL 1) counts too; other sensors do not exist. */
+	assert_int_equal(set_feature(0x04, 343), ST_OK);
+	assert_int_equal(set_feature(0x04, 330 | 1u << 20), ST_OK);
+	assert_int_equal(get_feature_dw11(0x04, 1u << 20), ST_OK);
+	assert_int_equal(last_dw0, 330);
+	assert_int_equal(get_log(0x02, 128, 0), ST_OK);
+	assert_int_equal(d[0], 0x02);
+	assert_int_equal(set_feature(0x04, 300 | 1u << 16), ST_BAD_FIELD); /* sensor 1 */
+	assert_int_equal(set_feature(0x04, 300 | 2u << 20), ST_BAD_FIELD); /* THSEL 2 */
+	assert_int_equal(get_feature_dw11(0x04, 9u << 16), ST_BAD_FIELD);
+	/* AEC bit 1 clear: the warning, no event. */
+	assert_int_equal(set_feature(0x04, 0 | 1u << 20), ST_OK);
+	assert_int_equal(set_feature(0x0b, 0), ST_OK);
+	aer = post_aer();
+	assert_int_equal(set_feature(0x04, 300), ST_OK);
+	assert_true(cq_empty(0));
+	/* A reset drops the AER and restores the thresholds. */
+	reset(NULL);
+	assert_int_equal(get_log(0x02, 128, 0), ST_OK);
+	assert_int_equal(d[0], 0);
+	assert_true(cq_empty(0));
+}
+
+/* ---- Abort ---- */
+
+static unsigned abort_cmd(unsigned sqid, uint16_t cid)
+{
+	return submit(0, (struct nvme_sqe){.opc = 0x08, .cdw10 = sqid | (uint32_t)cid << 16});
+}
+
+static void test_abort_admin(void **state)
+{
+	struct nvme_sqe a = {.opc = 0x08}, id = {.opc = 0x06, .prp1 = ID_GPA, .cdw10 = 1};
+	uint16_t cid, aer;
+
+	(void)state;
+	/* The command after the Abort in the same doorbell is still in the
+	 * SQ: it completes with Command Abort Requested and never runs. */
+	a.cdw10 = (uint32_t)(q[0].cid + 1) << 16;
+	memset(hva(ID_GPA), 0xee, PAGE);
+	queue_cmd(0, &a);
+	queue_cmd(0, &id);
+	ring(0);
+	assert_int_equal(reap(0, &cid), ST_OK);
+	assert_int_equal(cid, a.cid);
+	assert_int_equal(last_dw0 & 1, 0);
+	assert_int_equal(reap(0, &cid), ST_ABORT_REQ);
+	assert_int_equal(cid, id.cid);
+	assert_int_equal(hva(ID_GPA)[0], 0xee);
+	/* A held AER completes as aborted, before the Abort does. */
+	aer = post_aer();
+	a = (struct nvme_sqe){.opc = 0x08, .cdw10 = (uint32_t)aer << 16};
+	queue_cmd(0, &a);
+	ring(0);
+	assert_int_equal(reap(0, &cid), ST_ABORT_REQ);
+	assert_int_equal(cid, aer);
+	assert_int_equal(reap(0, &cid), ST_OK);
+	assert_int_equal(cid, a.cid);
+	assert_int_equal(last_dw0 & 1, 0);
+	/* Nothing to abort: finished, unknown, or no such queue. */
+	assert_int_equal(abort_cmd(0, aer), ST_OK);
+	assert_int_equal(last_dw0 & 1, 1);
+	assert_int_equal(abort_cmd(1, 0), ST_OK);
+	assert_int_equal(last_dw0 & 1, 1);
+	assert_int_equal(abort_cmd(MAXQ + 1, 0), ST_OK);
+	assert_int_equal(last_dw0 & 1, 1);
+	assert_int_equal(abort_cmd(0xffff, 0xffff), ST_OK);
+	assert_int_equal(last_dw0 & 1, 1);
+	assert_int_equal(identify(1, 0), ST_OK);
+}
+
+/* I/O queue 1 with a 4-entry CQ and 16-entry SQ, and 8 reads rung at
+ * once: the CQ takes 3, the thread stalls, 5 commands stay in the SQ. */
+static void stalled_queue(void)
+{
+	assert_int_equal(create_cq(1, 4, 1, true), ST_OK);
+	assert_int_equal(create_sq(1, 16, 1), ST_OK);
+	q[1] =
+	    (struct drvq){.sq = SQ_GPA(1), .cq = CQ_GPA(1), .size = 16, .cqsize = 4, .phase = true};
+	for (unsigned i = 0; i < 8; i++) {
+		struct nvme_sqe c = rw(READ, i, 1, DATA_GPA, 0);
+
+		queue_cmd(1, &c);
+	}
+	ring(1);
+	for (int i = 0; i < 5000 && !(hva(CQ_GPA(1))[2 * 16 + 14] & 1); i++)
+		usleep(1000);
+	assert_true(hva(CQ_GPA(1))[2 * 16 + 14] & 1);
+	usleep(10000);
+	assert_false(hva(CQ_GPA(1))[3 * 16 + 14] & 1);
+}
+
+static void test_abort_io(void **state)
+{
+	unsigned st[8];
+	uint16_t cid;
+
+	(void)state;
+	stalled_queue();
+	/* Command 6 waits in the SQ: aborted (twice is still aborted). */
+	assert_int_equal(abort_cmd(1, 6), ST_OK);
+	assert_int_equal(last_dw0 & 1, 0);
+	assert_int_equal(abort_cmd(1, 6), ST_OK);
+	assert_int_equal(last_dw0 & 1, 0);
+	/* Command 1 has completed; 99 was never submitted. */
+	assert_int_equal(abort_cmd(1, 1), ST_OK);
+	assert_int_equal(last_dw0 & 1, 1);
+	assert_int_equal(abort_cmd(1, 99), ST_OK);
+	assert_int_equal(last_dw0 & 1, 1);
+	/* Consuming the CQ lets the rest through; 6 reports the abort. */
+	for (unsigned i = 0; i < 8; i++) {
+		unsigned s = reap(1, &cid);
+
+		assert_true(cid < 8);
+		st[cid] = s;
+	}
+	for (unsigned i = 0; i < 8; i++)
+		assert_int_equal(st[i], i == 6 ? ST_ABORT_REQ : ST_OK);
+	assert_true(cq_empty(1));
+	/* Slot 6 is free again: a new command there (after a wrap) runs. */
+	for (unsigned i = 0; i < 16; i++)
+		assert_int_equal(submit(1, rw(READ, i, 1, DATA_GPA, 0)), ST_OK);
+}
+
+/* ---- queue deletion with commands outstanding ---- */
+
+/* Delete SQ 1 while its CQ is full: the completions posted stay, the
+ * commands still in the SQ are implicitly aborted, nothing hangs, and
+ * nothing is posted after the Delete completes. */
+static void test_sq_delete_stalled(void **state)
+{
+	(void)state;
+	stalled_queue();
+	assert_int_equal(abort_cmd(1, 5), ST_OK);
+	assert_int_equal(submit(0, (struct nvme_sqe){.opc = 0x00, .cdw10 = 1}), ST_OK);
+	usleep(10000);
+	assert_false(hva(CQ_GPA(1))[3 * 16 + 14] & 1);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(reap(1, NULL), ST_OK);
+	assert_int_equal(submit(0, (struct nvme_sqe){.opc = 0x04, .cdw10 = 1}), ST_OK);
+	memset(hva(CQ_GPA(1)), 0, PAGE);
+	io_queue(1, 16);
+	assert_alive();
+}
+
+/* Delete SQ 1 with reads and DSMs in the back end: each fetched command
+ * gets exactly one completion (its result, or Aborted due to SQ
+ * Deletion for a DSM stopped between ranges) before the Delete's own. */
+static void test_sq_delete_inflight(void **state)
+{
+	struct nvme_dsm_range *r = (void *)hva(ID_GPA);
+	unsigned posted = 0, max_sqhd = 0;
+
+	(void)state;
+	io_queue(1, QSZ);
+	for (unsigned i = 0; i < 15; i++)
+		put64(LIST_GPA + 8ull * i, DATA2_GPA + (i + 1) * PAGE);
+	for (unsigned i = 0; i < 256; i++)
+		r[i] = (struct nvme_dsm_range){.nlb = 1, .slba = 1024 + 2 * i};
+	for (unsigned i = 0; i < 48; i++) {
+		struct nvme_sqe c = rw(READ, (i * 128) % (NLBAS - 128), 128, DATA2_GPA, LIST_GPA);
+
+		if (i % 4 == 3)
+			c = (struct nvme_sqe){
+			    .opc = 0x09, .nsid = 1, .prp1 = ID_GPA, .cdw10 = 255, .cdw11 = 4};
+		queue_cmd(1, &c);
+	}
+	ring(1);
+	for (int i = 0; i < 5000 && !(hva(CQ_GPA(1))[14] & 1); i++)
+		usleep(100);
+	assert_int_equal(submit(0, (struct nvme_sqe){.opc = 0x00, .cdw10 = 1}), ST_OK);
+	for (const uint8_t *e = hva(CQ_GPA(1)); posted < QSZ && (e[14] & 1); e += 16) {
+		uint16_t sf, sqhd;
+
+		memcpy(&sf, e + 14, 2);
+		memcpy(&sqhd, e + 8, 2);
+		assert_true((sf & 0x7fe) == ST_OK || (sf & 0x7fe) == ST_SQ_DELETED);
+		max_sqhd = sqhd > max_sqhd ? sqhd : max_sqhd;
+		posted++;
+	}
+	/* The last head reported is how many were fetched. */
+	assert_true(posted > 0);
+	assert_int_equal(posted, max_sqhd);
+	usleep(20000);
+	assert_false(hva(CQ_GPA(1) + 16ull * posted)[14] & 1);
+	assert_int_equal(submit(0, (struct nvme_sqe){.opc = 0x04, .cdw10 = 1}), ST_OK);
+	memset(hva(CQ_GPA(1)), 0, PAGE);
+	q[1].size = 0;
+	assert_alive();
 }
 
 /* ---- queues ---- */
@@ -983,6 +1316,23 @@ static void test_intx(void **state)
 	assert_int_equal(reap(1, NULL), ST_OK);
 }
 
+/* Milliseconds until MSI-X vector `vec`'s pending bit is set (5000 when
+ * it never is), counted from `t0` (monotonic ns). */
+static uint64_t pba_wait_ms(unsigned vec, uint64_t t0)
+{
+	for (int i = 0;
+	     i < 5000 && !(__atomic_load_n(&f->msix.pba[0], __ATOMIC_ACQUIRE) & (1ull << vec)); i++)
+		usleep(200);
+	if (!(__atomic_load_n(&f->msix.pba[0], __ATOMIC_ACQUIRE) & (1ull << vec)))
+		return 5000;
+	return (monotonic_ns() - t0) / 1000000;
+}
+
+static void clear_pba(void)
+{
+	__atomic_store_n(&f->msix.pba[0], 0, __ATOMIC_RELEASE);
+}
+
 /* MSI-X on with every vector masked: a completion sets its pending bit. */
 static void test_msix_pending(void **state)
 {
@@ -991,10 +1341,88 @@ static void test_msix_pending(void **state)
 	assert_true(pci_msix_enabled(f));
 	io_queue(2, 16);
 	assert_int_equal(submit(2, rw(READ, 0, 1, DATA_GPA, 0)), ST_OK);
-	assert_true(f->msix.pba[0] & (1u << 2));
+	/* The interrupt follows the completion at the end of the thread's round. */
+	assert_true(pba_wait_ms(2, monotonic_ns()) < 5000);
 	assert_true(f->msix.pba[0] & 1); /* admin CQ: vector 0 */
 	assert_false(intx_pending());
 	pci_cfg_write(0, 3, 0, f->msix.cap + 2, 2, 0);
+}
+
+/*
+ * Interrupt coalescing with MSI-X (every vector masked, so an interrupt
+ * sets its pending bit): THR 3 (4 entries), TIME 255 (25.5 ms).  Being
+ * late is never a failure here; an interrupt before the aggregation time
+ * is, where it should wait; where it should not wait, it must come well
+ * before that time.
+ */
+static void test_coalescing(void **state)
+{
+	struct nvme_sqe c;
+	uint64_t t0;
+
+	(void)state;
+	pci_cfg_write(0, 3, 0, f->msix.cap + 2, 2, 0x8000);
+	io_queue(1, QSZ); /* vector 1 */
+	/* Interrupt Vector Configuration: vectors of I/O CQs only; the
+	 * admin vector reads as coalescing disabled. */
+	assert_int_equal(set_feature(0x09, 2), ST_BAD_FIELD);
+	assert_int_equal(set_feature(0x09, MAXQ + 1), ST_BAD_FIELD);
+	assert_int_equal(set_feature(0x09, 0xffff), ST_BAD_FIELD);
+	assert_int_equal(get_feature_dw11(0x09, 0), ST_OK);
+	assert_int_equal(last_dw0, 1u << 16);
+	assert_int_equal(get_feature_dw11(0x09, 1), ST_OK);
+	assert_int_equal(last_dw0, 1);
+	assert_int_equal(get_feature_dw11(0x09, MAXQ + 1), ST_BAD_FIELD);
+	assert_int_equal(set_feature(0x08, 3 | 255u << 8), ST_OK);
+	assert_int_equal(get_feature(0x08), ST_OK);
+	assert_int_equal(last_dw0, 0xff03);
+	/* One completion: its interrupt waits for the aggregation time. */
+	clear_pba();
+	t0 = monotonic_ns();
+	assert_int_equal(submit(1, rw(READ, 0, 1, DATA_GPA, 0)), ST_OK);
+	assert_true(pba_wait_ms(1, t0) >= 25);
+	/* Four at once reach the threshold. */
+	clear_pba();
+	t0 = monotonic_ns();
+	for (unsigned i = 0; i < 4; i++) {
+		c = rw(READ, i, 1, DATA_GPA, 0);
+		queue_cmd(1, &c);
+	}
+	ring(1);
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(reap(1, NULL), ST_OK);
+	assert_true(pba_wait_ms(1, t0) < 20);
+	/* An error is not held back. */
+	usleep(30000); /* the first batch's timer has fired */
+	clear_pba();
+	t0 = monotonic_ns();
+	assert_int_equal(submit(1, (struct nvme_sqe){.opc = 0x55, .nsid = 1}), ST_BAD_OPCODE);
+	assert_true(pba_wait_ms(1, t0) < 20);
+	/* The admin CQ is never coalesced. */
+	clear_pba();
+	t0 = monotonic_ns();
+	assert_int_equal(identify(1, 0), ST_OK);
+	assert_true(pba_wait_ms(0, t0) < 20);
+	/* Coalescing Disable on vector 1. */
+	assert_int_equal(set_feature(0x09, 1 | 1u << 16), ST_OK);
+	assert_int_equal(get_feature_dw11(0x09, 1), ST_OK);
+	assert_int_equal(last_dw0, 1 | 1u << 16);
+	clear_pba();
+	t0 = monotonic_ns();
+	assert_int_equal(submit(1, rw(READ, 0, 1, DATA_GPA, 0)), ST_OK);
+	assert_true(pba_wait_ms(1, t0) < 20);
+	/* Held entries are signalled when their SQ is deleted. */
+	assert_int_equal(set_feature(0x09, 1), ST_OK);
+	clear_pba();
+	assert_int_equal(submit(1, rw(READ, 0, 1, DATA_GPA, 0)), ST_OK);
+	assert_int_equal(submit(0, (struct nvme_sqe){.opc = 0x00, .cdw10 = 1}), ST_OK);
+	t0 = monotonic_ns();
+	assert_true(pba_wait_ms(1, t0) < 20);
+	/* A reset restores the defaults. */
+	pci_cfg_write(0, 3, 0, f->msix.cap + 2, 2, 0);
+	reset(NULL);
+	assert_int_equal(get_feature(0x08), ST_OK);
+	assert_int_equal(last_dw0, 0);
 }
 
 static void test_shutdown_and_reset(void **state)
@@ -1185,6 +1613,12 @@ int main(void)
 	    T(test_log_pages),
 	    T(test_admin_bad_commands),
 	    T(test_aer),
+	    T(test_aer_error_events),
+	    T(test_aer_temperature),
+	    T(test_abort_admin),
+	    T(test_abort_io),
+	    T(test_sq_delete_stalled),
+	    T(test_sq_delete_inflight),
 	    T(test_queue_create_errors),
 	    T(test_read_write_prp),
 	    T(test_prp_list_chain),
@@ -1195,6 +1629,7 @@ int main(void)
 	    T(test_doorbell_garbage),
 	    T(test_intx),
 	    T(test_msix_pending),
+	    T(test_coalescing),
 	    T(test_shutdown_and_reset),
 	    T(test_cq_full),
 	    T(test_ram_4k_no_dsm),
