@@ -470,8 +470,11 @@ static int plan_slots(struct build *b, unsigned *install_slot)
 			return bad_value(b, "start_slot",
 			                 "loader grub boots from slot 2; "
 			                 "start the disks at 3 or above");
-		if (b->opts->install && b->opts->iso && *install_slot == SLOT_GRUB)
-			return bad_value(b, "install_slot", "loader grub boots from slot 2");
+		/* The install medium must follow the GRUB CD in the boot order
+		 * (slot order), or GRUB's drive numbers shift (grub.c). */
+		if (b->opts->install && b->opts->iso && *install_slot <= SLOT_GRUB)
+			return bad_value(b, "install_slot",
+			                 "loader grub boots from slot 2; use 3 or above");
 		b->slot_used[SLOT_GRUB] = true;
 	}
 	if (b->opts->install && b->opts->iso)

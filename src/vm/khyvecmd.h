@@ -57,4 +57,14 @@ int vm_khyve_command(const struct vm_sys *sys, const struct vm_guest *g,
 int vm_grub_image(const struct vm_sys *sys, const struct vm_guest *g, bool install,
 		  const char *iso, char *out, char *err, size_t errlen);
 
+/*
+ * The GRUB script (grub.cfg text) vm_grub_image() puts on the image, with
+ * grub-bhyve's device names mapped to GRUB's on khyve (see grub.c).  The
+ * image must be attached as `-s 2,ahci-cd,IMAGE` and an .iso install
+ * medium as ahci-cd at install_slot.  malloc'd (caller frees), or NULL
+ * with a one-line reason in `err` (a bad grub_run_partition, say).
+ */
+char *vm_grub_script(const struct vm_guest *g, bool install, const char *iso, char *err,
+		     size_t errlen);
+
 #endif

@@ -1,19 +1,130 @@
-/* stub: replaced by its owner */
+/*
+ * Whether a guest runs (state.h): run.lock locked by a live process on this
+ * host, run.state naming the supervisor and khyve (see supervisor.h).
+ */
 #include "vm/state.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "vm/supervisor.h"
+
+void vm_hostname(char *out, size_t len)
+{
+	if (gethostname(out, len) < 0)
+		out[0] = '\0';
+	out[len - 1] = '\0';
+}
+
+unsigned long long vm_proc_start(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ticks = 0;
+	FILE *f;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	/* The command name (field 2) may hold blanks and ')': skip past the last ')'. */
+	if (!p || !(p = strrchr(buf, ')')))
+		return 0;
+	/* A zombie (its parent, say a container's init, has not reaped it) is gone. */
+	if (p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+		return 0;
+	/* Step to the blank before field 22 (starttime). */
+	for (int field = 3; field <= 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		ticks = strtoull(p + 1, NULL, 10);
+	return ticks;
+}
+
+/* True when another open file description holds a lock on `fd`'s file. */
+static bool lock_held(int fd)
+{
+	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+
+	/* An OFD query, unlike flock(), takes nothing, so it cannot make a
+	 * supervisor that is starting at this moment fail to lock. */
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return false;
+	return fl.l_type != F_UNLCK;
+}
+
+/* The first line of run.lock: the host that locked the guest. */
+static void read_host(int fd, char *out, size_t len)
+{
+	ssize_t n = pread(fd, out, len - 1, 0);
+
+	out[n > 0 ? n : 0] = '\0';
+	out[strcspn(out, "\r\n")] = '\0';
+}
+
+/* A pid recorded in run.state, or 0 when that process is gone (or recycled). */
+static pid_t live_pid(const struct rcconf *rs, const char *pid_key, const char *start_key)
+{
+	long pid = strtol(rcconf_get_default(rs, pid_key, "0"), NULL, 10);
+	unsigned long long start = strtoull(rcconf_get_default(rs, start_key, "0"), NULL, 10);
+
+	if (pid <= 0 || pid > 0x7fffffff || start == 0)
+		return 0;
+	return vm_proc_start((pid_t)pid) == start ? (pid_t)pid : 0;
+}
+
+static void read_run_state(const struct vm_guest *g, struct vm_status *st)
+{
+	char path[PATH_MAX], err[256];
+	struct rcconf *rs;
+
+	if (vm_path(path, g->dir, VM_RUN_STATE) < 0 || !(rs = rcconf_load(path, err, sizeof(err))))
+		return;
+	st->supervisor = live_pid(rs, "supervisor", "supervisor_start");
+	st->khyve = live_pid(rs, "khyve", "khyve_start");
+	snprintf(st->console, sizeof(st->console), "%s", rcconf_get_default(rs, "console", ""));
+	rcconf_free(rs);
+}
 
 void vm_status_get(const struct vm_sys *sys, const struct vm_guest *g, struct vm_status *st)
 {
-	(void)sys, (void)g;
+	char path[PATH_MAX], me[sizeof(st->host)];
+	int fd;
+
+	(void)sys;
 	memset(st, 0, sizeof(*st));
+	if (vm_path(path, g->dir, VM_RUN_LOCK) < 0 || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	read_host(fd, st->host, sizeof(st->host));
+	vm_hostname(me, sizeof(me));
+	/* Another host's name: locked there (vm-bhyve's rule), whether or not
+	 * its lock reaches us (shared storage).  Ours: running while held,
+	 * else stale (we crashed). */
+	if (st->host[0] && strcmp(st->host, me) != 0) {
+		st->state = VM_LOCKED;
+	} else if (lock_held(fd)) {
+		st->state = VM_RUNNING;
+		read_run_state(g, st);
+	}
+	close(fd);
 }
 
 void vm_status_format(const struct vm_status *st, char *out, size_t len)
 {
-	if (st->state == VM_RUNNING)
-		snprintf(out, len, "Running (%d)", (int)st->supervisor);
+	pid_t pid = st->supervisor ? st->supervisor : st->khyve;
+
+	if (st->state == VM_RUNNING && pid)
+		snprintf(out, len, "Running (%d)", (int)pid);
+	else if (st->state == VM_RUNNING)
+		snprintf(out, len, "Running");
 	else if (st->state == VM_LOCKED)
 		snprintf(out, len, "Locked (%s)", st->host);
 	else

@@ -145,7 +145,9 @@ bool vm_exists(const char *path)
 int vm_share_dir(const char *self, char *out)
 {
 	const char *env = getenv("KHYVE_SHARE");
-	const char *rel[] = {"../share/khyve", "../../share"};
+	/* Installed (sbin/../share/khyve), then the source tree seen from
+	 * build/bin, build/NAME/bin or build/NAME/san/bin. */
+	const char *rel[] = {"../share/khyve", "../../share", "../../../share", "../../../../share"};
 	char dir[PATH_MAX], *slash;
 
 	if (env && *env)

@@ -1,0 +1,60 @@
+# startall and stopall with a fake khyve: vm_list order, vm_delay apart;
+# stopall stops the others at once, then vm_list in reverse; vm_enable="NO".
+. "$TOP/tests/vm/lib.sh"
+export KHYVE="$TOP/tests/vm/fake-khyve"
+export FAKE_KHYVE_LOG="$scratch/khyve.log" FAKE_KHYVE_SCRIPT=""
+cat >>"$KHYVE_CONF" <<'C'
+vm_list="b a c"
+vm_delay="1"
+vm_stop_timeout="10"
+C
+mkdir -p "$vm_dir/.config"
+cleanup() {
+	for f in "$vm_dir"/*/run.state; do
+		[ -e "$f" ] || continue
+		for pid in $(sed -n 's/^\(supervisor\|khyve\)="\([0-9]*\)"$/\2/p' "$f"); do
+			[ "$pid" -gt 0 ] && kill -9 "$pid" 2>/dev/null || :
+		done
+	done
+	rm -rf "$scratch"
+}
+trap cleanup EXIT
+for n in a b c d; do
+	mkdir -p "$vm_dir/$n"
+	printf 'loader="bios"\ncpu="1"\nmemory="256M"\n' >"$vm_dir/$n/$n.conf"
+done
+state() { vm list | awk -v n="$1" '$1 == n' | grep -o 'Running\|Stopped' || echo none; }
+# order WHAT: the guests of the fake log's WHAT (start|exit) lines, in order.
+order() { awk -v w="$1" '$2 == w { print $NF }' "$FAKE_KHYVE_LOG" | tr '\n' ' '; }
+# gaps WHAT: the smallest time between two such lines, in ms.
+gap() {
+	awk -v w="$1" '$2 == w { if (n++) { d = ($1 - t) * 1000; if (min == "" || d < min) min = d } t = $1 }
+		END { printf "%d\n", min }' "$FAKE_KHYVE_LOG"
+}
+
+# vm_enable="NO": nothing starts.
+echo 'vm_enable="NO"' >>"$KHYVE_CONF"
+vm startall >"$scratch/out"
+grep -q 'vm_enable' "$scratch/out" || die "startall did not say vm_enable is off"
+[ ! -s "$FAKE_KHYVE_LOG" ] || die "startall started guests with vm_enable=NO"
+sed -i 's/^vm_enable=.*/vm_enable="YES"/' "$KHYVE_CONF"
+
+vm startall >"$scratch/out"
+[ "$(order start)" = "b a c " ] || die "start order: $(order start)"
+[ "$(gap start)" -ge 1000 ] || die "starts only $(gap start) ms apart"
+[ "$(grep -c '^Waiting 1 second(s)$' "$scratch/out")" = 2 ] || die "startall said: $(cat "$scratch/out")"
+for n in a b c; do [ "$(state $n)" = Running ] || die "$n is $(state $n)"; done
+[ "$(state d)" = Stopped ] || die "d (not in vm_list) was started"
+# Guests that run already are skipped: startall again is harmless.
+vm startall >"$scratch/out"
+[ "$(grep -c 'is already running$' "$scratch/out")" = 3 ] || die "second startall: $(cat "$scratch/out")"
+[ "$(grep -c ' start ' "$FAKE_KHYVE_LOG")" = 3 ] || die "second startall started guests again"
+
+vm start d >/dev/null
+vm stopall >"$scratch/out"
+grep -q '^Beginning shutdown process$' "$scratch/out" || die "stopall said: $(cat "$scratch/out")"
+grep -q 'non-ordered guests: d$' "$scratch/out" || die "d not stopped first: $(cat "$scratch/out")"
+for n in a b c d; do [ "$(state $n)" = Stopped ] || die "$n is $(state $n) after stopall"; done
+[ "$(order exit | sed "s/d //")" = "c a b " ] || die "stop order: $(order exit)"
+vm stopall # nothing running: nothing to do
+echo "startall ok"
