@@ -47,7 +47,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: all clean check check-deps unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean check check-deps unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -186,6 +186,8 @@ lab-tests: $(BUILD)/bin/khyve
 	@tests/lab/net
 	@tests/lab/firmware
 	@tests/lab/nvme
+	@tests/lab/vm-grub
+	@tests/lab/vm-newcomer
 
 check: check-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
@@ -195,6 +197,20 @@ check: check-deps
 	@$(MAKE) --no-print-directory guest-tests
 	@$(MAKE) --no-print-directory lab-tests
 	@echo "make check: all tests passed"
+
+# ---- install: binaries, templates, the systemd unit, man pages ----
+PREFIX  ?= /usr/local
+DESTDIR ?=
+SYSTEMD_DIR ?= /etc/systemd/system
+install: $(BUILD)/bin/khyve $(BUILD)/bin/vm
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/khyve/templates \
+		$(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(SYSTEMD_DIR)
+	install -m 755 $(BUILD)/bin/khyve $(BUILD)/bin/vm $(DESTDIR)$(PREFIX)/sbin/
+	install -m 644 share/templates/*.conf $(DESTDIR)$(PREFIX)/share/khyve/templates/
+	install -m 644 share/khyve.8 share/vm.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	sed 's|/usr/local|$(PREFIX)|g' share/khyve.service >$(DESTDIR)$(SYSTEMD_DIR)/khyve.service
+	@getent group khyve >/dev/null || [ -n "$(DESTDIR)" ] || groupadd --system khyve || true
+	@echo "installed; enable autostart with: systemctl enable khyve.service"
 
 demo:
 	@scripts/need-packages build-essential pkg-config liburing-dev libmd-dev libcjson-dev qemu-system-x86 \

@@ -127,3 +127,15 @@ int tap_set_mtu(struct tap *t, unsigned mtu)
 	ifr.ifr_mtu = (int)mtu;
 	return if_ioctl(t->name, SIOCSIFMTU, &ifr);
 }
+
+bool tap_name_valid(const char *name)
+{
+	size_t len = name ? strlen(name) : 0;
+
+	if (len == 0 || len >= IFNAMSIZ || !strcmp(name, ".") || !strcmp(name, ".."))
+		return false;
+	for (const char *p = name; *p; p++)
+		if (*p == '/' || *p == ':' || *p <= ' ' || *p == 0x7f)
+			return false;
+	return true;
+}

@@ -15,6 +15,13 @@ struct tap;
 
 /* Open or create interface `name` with `vnet_hdr_len` bytes of virtio-net
  * header per frame; the fd is non-blocking.  NULL with `err` filled. */
+/*
+ * bhyve names taps tapN or vmnetN; on Linux any interface name works (vm
+ * names a guest's taps vmt-NAME-N).  True for a usable name: 1-15 bytes,
+ * no '/', ':', blanks or control characters, not "." or "..".
+ */
+bool tap_name_valid(const char *name);
+
 struct tap *tap_open(const char *name, unsigned vnet_hdr_len, char *err, size_t errlen);
 void tap_close(struct tap *t);
 

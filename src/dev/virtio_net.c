@@ -434,8 +434,9 @@ static int net_init(struct machine *m, struct pci_func *f, struct config_node *n
 	net->tx_elem.iov_cap = NET_TX_IOV;
 	if (net_configure(net, f, node, m->name, &features, err, errlen) < 0)
 		goto fail;
-	if (backend == NULL || (strncmp(backend, "tap", 3) != 0 && strncmp(backend, "vmnet", 5) != 0)) {
-		snprintf(err, errlen, "want a tap back end (tapN), not '%s'", backend ? backend : "");
+	if (!tap_name_valid(backend)) {
+		snprintf(err, errlen, "want a tap interface name (tapN, or any name of up to 15 "
+			 "characters), not '%s'", backend ? backend : "");
 		goto fail;
 	}
 	net->tap = tap_open(backend, NET_HDR_LEN, err, errlen);
