@@ -259,8 +259,15 @@ static int build_command(const struct vm_sys *sys, const struct vm_guest *g,
 	                             .iso = a->iso,
 	                             .foreground =
 	                                 a->mode != START_BACKGROUND || tmux_console(sys)};
-	char err[1024];
+	char err[1024], grub[PATH_MAX];
 
+	/* loader=grub: the command names this run's GRUB CD, so make it (the
+	 * supervisor makes a fresh one for each boot). */
+	if (!strcmp(rcconf_get_default(g->conf, "loader", ""), "grub")) {
+		if (vm_grub_image(sys, g, a->iso != NULL, a->iso, grub, err, sizeof(err)) < 0)
+			return vm_error("%s", err);
+		opts.grub_image = grub;
+	}
 	if (vm_khyve_command(sys, g, &opts, out, err, sizeof(err)) < 0)
 		return vm_error("%s", err);
 	return 0;

@@ -39,6 +39,16 @@ grep -q '^disk1_name="seed.iso"$' "$vm_dir/cloud/cloud.conf" || die "no seed.iso
 grep -q 'ssh-ed25519 AAAAtest' "$vm_dir/cloud/.cloud-init/user-data" || die "no key"
 vm destroy -f cloud
 
+# start -n: the khyve command line, from the shipped templates too
+# (loader=grub makes its GRUB CD for the run).
+vm start -n alpha | grep -q "^.*khyve .*-s 4,virtio-blk,$vm_dir/alpha/disk0.img .* alpha$" ||
+	die "start -n: $(vm start -n alpha 2>&1)"
+if [ -d /usr/lib/grub/i386-pc ] && command -v xorriso >/dev/null; then
+	vm create -t linux-grub -s 1G lg
+	vm start -n lg | grep -q -- "-s 2,ahci-cd,$vm_dir/lg/.grub-boot.iso " || die "start -n grub"
+	vm destroy -f lg
+fi
+
 vm list >"$scratch/list"
 head -n 1 "$scratch/list" | grep -q '^NAME  *DATASTORE  *LOADER  *CPU  *MEMORY  *VNC  *AUTO  *STATE$' ||
 	die "list header: $(head -n 1 "$scratch/list")"
