@@ -3,6 +3,7 @@
  * src/vm/; this file only loads the system settings and dispatches.
  */
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "vm/commands.h"
@@ -29,7 +30,7 @@ const struct vm_command vm_commands[] = {
 	{"init", cmd_init, "init"},
 	{"switch", cmd_switch, "switch list|create|info|add|remove|destroy|vlan|address|nat|private ..."},
 	{"datastore", cmd_datastore, "datastore list|add|remove ..."},
-	{"list", cmd_list, "list [--json]"},
+	{"list", cmd_list, "list [-r] [--json]"},
 	{"info", cmd_info, "info [name...]"},
 	{"create", cmd_create, "create [-d datastore] [-t template] [-s size] [-m memory] [-c cpus] [-i image] [-C -k pubkey] name"},
 	{"install", cmd_install, "install [-fi] name iso"},
@@ -43,10 +44,10 @@ const struct vm_command vm_commands[] = {
 	{"console", cmd_console, "console name [com1|com2]"},
 	{"configure", cmd_configure, "configure name"},
 	{"rename", cmd_rename, "rename name new-name"},
-	{"add", cmd_add, "add [-d device] [-t type] [-s size|switch] name"},
-	{"destroy", cmd_destroy, "destroy [-f] name"},
-	{"get", cmd_get, "get [all|setting...] name"},
-	{"set", cmd_set, "set [-f] name setting=value..."},
+	{"add", cmd_add, "add -d disk|network [-t file] [-s size|switch] name"},
+	{"destroy", cmd_destroy, "destroy [-f] name[@snapshot]"},
+	{"get", cmd_get, "get all|setting..."},
+	{"set", cmd_set, "set setting=value..."},
 	{"iso", cmd_iso, "iso [url|file]"},
 	{"img", cmd_img, "img [url|file]"},
 	{"clone", cmd_clone, "clone name[@snapshot] new-name"},
@@ -86,6 +87,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))
 		return cmd_help(NULL, 0, NULL);
+	if (!strcmp(argv[1], "--version"))
+		return cmd_version(NULL, 0, NULL);
+	/* Commands print their own one-line usage on a bad option. */
+	opterr = 0;
 	cmd = vm_command_find(argv[1]);
 	if (!cmd)
 		return vm_error("%s: unknown command (vm help lists them)", argv[1]);

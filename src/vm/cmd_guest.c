@@ -147,8 +147,8 @@ static int check_create(const struct vm_sys *sys, const struct create_opts *o, c
 		return vm_error("-s %s: not a size (e.g. 20G, 512M)", o->size);
 	if (o->memory && parse_memsize(o->memory, &mem) < 0)
 		return vm_error("-m %s: not a memory size (e.g. 2G, 512M)", o->memory);
-	if (o->cpu && parse_uint(o->cpu, 1, 1024, &cpus) < 0)
-		return vm_error("-c %s: not a number of CPUs", o->cpu);
+	if (o->cpu && parse_uint(o->cpu, 1, 288, &cpus) < 0)
+		return vm_error("-c %s: want a number of CPUs from 1 to 288", o->cpu);
 	if (o->pubkey && !o->cloud_init)
 		return vm_error("cloud-init is required for injecting a public key; use -C");
 	if (o->pubkey && access(o->pubkey, R_OK) < 0)
@@ -182,7 +182,7 @@ static int write_image(const char *img, const char *disk, unsigned long long byt
 	if (vm_spawn(grow, out, sizeof(out)) != 0)
 		return vm_error("qemu-img resize to %s bytes failed (an image larger than the disk?): %.*s",
 				size, (int)strcspn(out, "\n"), out);
-	return 0;
+	return chmod(disk, 0600) == 0 ? 0 : vm_error("%s: %s", disk, strerror(errno));
 }
 
 /* Create the diskN files the template names; drop the diskN_size keys. */

@@ -39,6 +39,7 @@
 
 #include "vm/khyvecmd.h"
 #include "vm/state.h"
+#include "vm/util.h"
 
 #define ERRLEN        (PATH_MAX + 512)
 #define SNAP_NAME_MAX 64
@@ -1593,8 +1594,8 @@ static int clone_sources(const char *dir, bool from_snapshot, struct disk_files 
 	return err[0] ? -1 : 0;
 }
 
-/* Remove what must be unique to a guest, as vm-bhyve's generalise does:
- * uuid and networkN_mac are made afresh at the next start. */
+/* Give the clone what must be unique to a guest, as vm-bhyve does: a new
+ * uuid and new fixed MACs for its network interfaces. */
 static int generalise(const char *conf_path, char *err, size_t errlen)
 {
 	struct rcconf *rc = rcconf_load(conf_path, err, errlen);
@@ -1615,8 +1616,19 @@ static int generalise(const char *conf_path, char *err, size_t errlen)
 		    (sscanf(k, "network%u_mac%n", &num, &end) == 1 && end && !k[end]))
 			snprintf(keys[n++], sizeof(keys[0]), "%s", k);
 	}
-	for (size_t i = 0; i < n; i++)
-		rcconf_set(rc, keys[i], NULL);
+	for (size_t i = 0; i < n; i++) {
+		char fresh[40];
+		if (!strcmp(keys[i], "uuid"))
+			vm_uuid(fresh);
+		else
+			vm_mac(fresh);
+		rcconf_set(rc, keys[i], fresh);
+	}
+	if (!rcconf_get(rc, "uuid")) {
+		char fresh[40];
+		vm_uuid(fresh);
+		rcconf_set(rc, "uuid", fresh);
+	}
 	ret = rcconf_save(rc, conf_path, err, errlen);
 	rcconf_free(rc);
 	return ret;

@@ -243,7 +243,17 @@ struct rcconf *rcconf_load(const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-/* Index of the line that last sets `key`, or -1. */
+/* Index of the first line that sets `key`, or -1: vm-bhyve reads a
+ * setting with the first matching line. */
+static long first_line_of(const struct rcconf *rc, const char *key)
+{
+	for (size_t i = 0; i < rc->n; i++)
+		if (rc->lines[i].key && !strcmp(rc->lines[i].key, key))
+			return (long)i;
+	return -1;
+}
+
+/* Index of the last line that sets `key`, or -1. */
 static long last_line_of(const struct rcconf *rc, const char *key)
 {
 	for (size_t i = rc->n; i-- > 0;)
@@ -254,7 +264,7 @@ static long last_line_of(const struct rcconf *rc, const char *key)
 
 const char *rcconf_get(const struct rcconf *rc, const char *key)
 {
-	long i = rc ? last_line_of(rc, key) : -1;
+	long i = rc ? first_line_of(rc, key) : -1;
 
 	return i < 0 ? NULL : rc->lines[i].value;
 }
@@ -299,8 +309,12 @@ int rcconf_set(struct rcconf *rc, const char *key, const char *value)
 	l.value = strdup(value);
 	if (!l.key || !l.value)
 		goto fail;
-	at = last_line_of(rc, key);
+	at = first_line_of(rc, key);
 	if (at >= 0) {
+		long dup;
+		/* Later duplicates would contradict the new value for sh readers. */
+		while ((dup = last_line_of(rc, key)) > at)
+			remove_line(rc, (size_t)dup);
 		line_clear(&rc->lines[at]);
 		rc->lines[at] = l;
 		return 0;
@@ -312,11 +326,11 @@ fail:
 	return -1;
 }
 
-/* The i-th line that is the last assignment of its key, or -1. */
+/* The i-th line that is the first assignment of its key, or -1. */
 static long nth_setting(const struct rcconf *rc, size_t nth)
 {
 	for (size_t i = 0; i < rc->n; i++) {
-		if (!rc->lines[i].key || last_line_of(rc, rc->lines[i].key) != (long)i)
+		if (!rc->lines[i].key || first_line_of(rc, rc->lines[i].key) != (long)i)
 			continue;
 		if (nth-- == 0)
 			return (long)i;

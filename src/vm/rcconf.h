@@ -27,7 +27,7 @@ void rcconf_free(struct rcconf *rc);
  * Parse `text` (NUL-terminated) into a fresh rcconf.  `name` is used in
  * messages.  A line that is not a comment, blank, indented or a valid
  * assignment is an error: NULL with "NAME:LINE: reason" in `err`.  When a
- * key is set twice, the last line wins (as sh would have it).
+ * key is set twice, the first line wins (vm-bhyve reads the first match).
  */
 struct rcconf *rcconf_parse(const char *text, const char *name, char *err, size_t errlen);
 
@@ -47,7 +47,8 @@ const char *rcconf_get_default(const struct rcconf *rc, const char *key, const c
 bool rcconf_get_yes(const struct rcconf *rc, const char *key);
 
 /*
- * Set `key` to `value` (replaces the last line that set it, or appends one)
+ * Set `key` to `value` (replaces the first line that set it and drops later
+ * ones, or appends a line)
  * or remove it when `value` is NULL.  Values that cannot be written back as
  * a double-quoted rc.conf value (containing '"', '#', '\\', '$', '`' or a
  * newline) and bad keys give -1 and change nothing.
@@ -59,7 +60,7 @@ bool rcconf_key_valid(const char *key);
 /* True when `value` can be stored by rcconf_set(). */
 bool rcconf_value_valid(const char *value);
 
-/* Settings in file order (the last assignment of each key only). */
+/* Settings in file order (the first assignment of each key only). */
 size_t rcconf_count(const struct rcconf *rc);
 const char *rcconf_key_at(const struct rcconf *rc, size_t i);
 const char *rcconf_value_at(const struct rcconf *rc, size_t i);

@@ -129,8 +129,12 @@ int vm_sys_require_init(const struct vm_sys *sys, char *err, size_t errlen)
 	struct stat st;
 
 	if (!sys->vm_dir[0]) {
-		snprintf(err, errlen, "vm_dir is not set in %s (vm_dir=\"/path\"), then run vm init",
-			 sys->conf_path);
+		if (access(sys->conf_path, F_OK) != 0)
+			snprintf(err, errlen, "%s does not exist: write vm_dir=\"/path\" into it, then "
+				 "run vm init", sys->conf_path);
+		else
+			snprintf(err, errlen, "vm_dir is not set in %s (vm_dir=\"/path\"), then run "
+				 "vm init", sys->conf_path);
 		return -1;
 	}
 	if (stat(sys->config_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -237,6 +241,7 @@ static int guest_paths(struct vm_guest *g, const char *ds, const char *ds_path, 
 int vm_guest_find(const struct vm_sys *sys, const char *name, struct vm_guest *g, char *err,
 		  size_t errlen)
 {
+	memset(g, 0, sizeof(*g)); /* vm_guest_free() is safe after a failure */
 	if (!vm_name_valid(name)) {
 		snprintf(err, errlen, "%s: not a valid virtual machine name", name);
 		return -1;

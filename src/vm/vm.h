@@ -74,7 +74,7 @@ bool vm_name_valid(const char *name);
 /*
  * Find guest `name` in every datastore and load its NAME.conf.  -1 with
  * "NAME: no such virtual machine" (or the parse error) in `err`.
- * Free with vm_guest_free().
+ * Free with vm_guest_free() (also safe after a failure).
  */
 int vm_guest_find(const struct vm_sys *sys, const char *name, struct vm_guest *g, char *err,
 		  size_t errlen);

@@ -68,6 +68,9 @@ vm get console | grep -q '^console  *tmux$' || die "get/set"
 # Bad input: one line, non-zero, nothing changed.
 snapshot_tree
 expect_fail vm frobnicate alpha
+expect_fail vm create -x alpha             # getopt's own message is off
+expect_fail vm stop -z                     # an invalid name (this crashed once)
+expect_fail vm create -t t -c 999 delta
 expect_fail vm create -t t alpha           # exists
 expect_fail vm create -t t -s 10X delta    # malformed size
 expect_fail vm create -t t -m lots delta

@@ -173,7 +173,11 @@ touch "$g/run.lock" "$g/run.state" "$g/vm-bhyve.log" "$g/com1.pty"
 vm clone g g2
 c=$vm_dir/g2
 [ -f "$c/g2.conf" ] && [ ! -e "$c/g.conf" ] || die "clone has no g2.conf: $(ls -a "$c")"
-! grep -Eq '^(uuid|network[0-9]+_mac)=' "$c/g2.conf" || die "clone kept uuid/mac: $(cat "$c/g2.conf")"
+# The clone gets its own uuid and MACs.
+grep -q '^uuid="[0-9a-f-]\{36\}"$' "$c/g2.conf" || die "clone has no uuid: $(cat "$c/g2.conf")"
+! grep -q '0b3a3c8e-1111-2222-3333-444455556666\|58:9c:fc:00:00:01' "$c/g2.conf" ||
+	die "clone kept uuid/mac: $(cat "$c/g2.conf")"
+grep -q '^network0_mac="58:9c:fc:' "$c/g2.conf" || die "clone has no mac"
 grep -q '^disk1_name="data.img"$' "$c/g2.conf" || die "clone lost settings"
 cmp -s "$g/disk0.img" "$c/disk0.img" || die "clone disk differs"
 for f in run.lock run.state vm-bhyve.log com1.pty .snapshots; do
