@@ -163,6 +163,10 @@ static int find_image(const struct vm_sys *sys, const char *image, char *out)
 		snprintf(out, PATH_MAX, "%s", image);
 	else if (snprintf(out, PATH_MAX, "%s/.img/%s", sys->vm_dir, image) >= PATH_MAX)
 		return vm_error("-i %s: name too long", image);
+	/* vm img stores a converted qcow2 image as NAME.img. */
+	size_t len = strlen(out);
+	if (access(out, R_OK) < 0 && len > 6 && !strcmp(out + len - 6, ".qcow2"))
+		strcpy(out + len - 6, ".img");
 	if (access(out, R_OK) < 0)
 		return vm_error("unable to locate img file - '%s'", image);
 	return 0;

@@ -38,6 +38,12 @@ vm create -t t -s 1G -i cloud.qcow2 -C -k "$scratch/key.pub" cloud
 grep -q '^disk1_name="seed.iso"$' "$vm_dir/cloud/cloud.conf" || die "no seed.iso disk"
 grep -q 'ssh-ed25519 AAAAtest' "$vm_dir/cloud/.cloud-init/user-data" || die "no key"
 vm destroy -f cloud
+# vm img converts a qcow2 image to NAME.img; -i finds it by either name.
+qemu-img create -q -f qcow2 "$scratch/conv.qcow2" 64M
+vm img "$scratch/conv.qcow2" >/dev/null
+[ -f "$vm_dir/.img/conv.img" ] || die "vm img did not make conv.img"
+vm create -t t -s 1G -i conv.qcow2 cloud2
+vm destroy -f cloud2
 
 # start -n: the khyve command line, from the shipped templates too
 # (loader=grub makes its GRUB CD for the run).
