@@ -22,19 +22,26 @@ int argv_add(struct argv *a, const char *s)
 	return 0;
 }
 
-int argv_addf(struct argv *a, const char *fmt, ...)
+int argv_vaddf(struct argv *a, const char *fmt, va_list ap)
 {
-	va_list ap;
 	char *s;
 	int rc;
 
-	va_start(ap, fmt);
-	rc = vasprintf(&s, fmt, ap);
-	va_end(ap);
-	if (rc < 0)
+	if (vasprintf(&s, fmt, ap) < 0)
 		return -1;
 	rc = argv_add(a, s);
 	free(s);
+	return rc;
+}
+
+int argv_addf(struct argv *a, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = argv_vaddf(a, fmt, ap);
+	va_end(ap);
 	return rc;
 }
 

@@ -25,7 +25,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <mntent.h>
 #include <signal.h>
@@ -157,18 +156,11 @@ static int rename_noreplace(const char *from, const char *to)
 	return rename(from, to);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	remove(path);
-	return 0;
-}
-
 /* rm -rf `path` (best effort: used to undo our own temporary folders). */
 static void remove_tree(const char *path)
 {
 	if (path[0])
-		nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+		vm_rmtree(path);
 }
 
 /* Join into `out` (PATH_MAX) or fail with "path too long" in `err`. */

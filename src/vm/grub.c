@@ -57,11 +57,11 @@
  * so adding "console" would print every line twice.
  */
 #include "vm/khyvecmd.h"
+#include "vm/util.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,13 +465,6 @@ static int run_tool(char *const argv[], const char *cwd, const char *log, char *
 	return -1;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	remove(path);
-	return 0;
-}
-
 /* Write `text` to `path`; 0 or -1 with `err`. */
 static int write_file(const char *path, const char *text, char *err, size_t errlen)
 {
@@ -562,7 +555,7 @@ int vm_grub_image(const struct vm_sys *sys, const struct vm_guest *g, bool insta
 			if (rc < 0)
 				snprintf(err, errlen, "%s: %s", out, strerror(errno));
 		}
-		nftw(tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+		vm_rmtree(tmp);
 	}
 	free(script);
 	return rc;

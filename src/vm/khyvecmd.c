@@ -165,17 +165,12 @@ static int add(struct build *b, const char *s)
 static int __attribute__((format(printf, 2, 3))) addf(struct build *b, const char *fmt, ...)
 {
 	va_list ap;
-	char *s;
 	int rc;
 
 	va_start(ap, fmt);
-	rc = vasprintf(&s, fmt, ap);
+	rc = argv_vaddf(b->out, fmt, ap);
 	va_end(ap);
-	if (rc < 0)
-		return out_of_memory(b);
-	rc = add(b, s);
-	free(s);
-	return rc;
+	return rc < 0 ? out_of_memory(b) : 0;
 }
 
 /* `-s SLOT,CONF` */

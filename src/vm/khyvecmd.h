@@ -8,6 +8,7 @@
 #ifndef KHYVE_VM_KHYVECMD_H
 #define KHYVE_VM_KHYVECMD_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -22,6 +23,7 @@ struct argv {
 };
 int argv_add(struct argv *a, const char *s);
 int argv_addf(struct argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int argv_vaddf(struct argv *a, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 void argv_free(struct argv *a);
 /* The argv as one shell-quoted line (malloc'd), for `vm start -n` and logs. */
 char *argv_to_shell(const struct argv *a);
