@@ -89,6 +89,18 @@ static int window_alloc(uint64_t *next, uint64_t end, uint64_t size, uint64_t *a
 	return 0;
 }
 
+/* I/O BARs skip PCI_IO_HOLE (the ACPI PM block). */
+static int io_window_alloc(uint64_t size, uint64_t *addr)
+{
+	if (window_alloc(&io_next, PCI_IO_END, size, addr) < 0)
+		return -1;
+	if (*addr < PCI_IO_HOLE_END && *addr + size > PCI_IO_HOLE_BASE) {
+		io_next = PCI_IO_HOLE_END;
+		return window_alloc(&io_next, PCI_IO_END, size, addr);
+	}
+	return 0;
+}
+
 static uint32_t bar_type_bits(const struct pci_bar *b)
 {
 	switch (b->type) {
@@ -131,7 +143,7 @@ int pci_alloc_bar(struct pci_func *f, int idx, enum pci_bar_type type, uint64_t 
 	size = roundup_pow2(size < (type == PCI_BAR_IO ? 4 : 16) ? (type == PCI_BAR_IO ? 4 : 16)
 								 : size);
 	if (type == PCI_BAR_IO)
-		rc = window_alloc(&io_next, PCI_IO_END, size, &b->addr);
+		rc = io_window_alloc(size, &b->addr);
 	else if (type == PCI_BAR_MEM32)
 		rc = window_alloc(&mmio32_next, PCI_MMIO32_END, size, &b->addr);
 	else if (type == PCI_BAR_MEM64)
@@ -825,6 +837,53 @@ struct pci_func *pci_get(unsigned i)
 	return i < nfuncs ? funcs[i] : NULL;
 }
 
+/*
+ * rom=FILE on any -s device (bhyve's passthru "rom=", QEMU's "romfile="):
+ * an expansion ROM image that firmware such as SeaBIOS copies and runs
+ * (PCI 3.0 section 6.3.1).  It must start with the 55 AA signature.
+ */
+#define PCI_ROM_MAX (16u << 20) /* bytes: the largest ROM BAR PCI allows */
+
+static int attach_romfile(struct pci_func *f, const char *path, char *err, size_t errlen)
+{
+	FILE *fp = fopen(path, "rb");
+	uint8_t *buf = NULL;
+	long len = -1;
+	int rc = -1;
+
+	if (fp != NULL && fseek(fp, 0, SEEK_END) == 0)
+		len = ftell(fp);
+	if (fp == NULL || len < 0 || fseek(fp, 0, SEEK_SET) != 0) {
+		snprintf(err, errlen, "rom=%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (len < 3 || (unsigned long)len > PCI_ROM_MAX) {
+		snprintf(err, errlen, "rom=%s: %ld bytes (want 3 bytes to 16 MiB)", path, len);
+		goto out;
+	}
+	buf = malloc((size_t)len);
+	if (buf == NULL || fread(buf, 1, (size_t)len, fp) != (size_t)len) {
+		snprintf(err, errlen, "rom=%s: cannot read it", path);
+		goto out;
+	}
+	if (buf[0] != 0x55 || buf[1] != 0xaa) {
+		snprintf(err, errlen, "rom=%s: not an option ROM (no 55 AA signature)", path);
+		goto out;
+	}
+	if (f->bar[PCI_ROM_BAR].type != PCI_BAR_NONE) {
+		snprintf(err, errlen, "rom=%s: this device has its own ROM", path);
+		goto out;
+	}
+	rc = pci_alloc_rom(f, buf, (uint64_t)len);
+	if (rc < 0)
+		snprintf(err, errlen, "rom=%s: no room for a %ld-byte ROM BAR", path, len);
+out:
+	free(buf);
+	if (fp != NULL)
+		fclose(fp);
+	return rc;
+}
+
 static int create_func(struct machine *m, unsigned bus, unsigned slot, unsigned func,
 		       struct config_node *node, char *err, size_t errlen)
 {
@@ -857,7 +916,9 @@ static int create_func(struct machine *m, unsigned bus, unsigned slot, unsigned 
 		f->bar[i].idx = i;
 	}
 	funcs[nfuncs++] = f;
-	if (de->init(m, f, node, why, sizeof(why)) < 0) {
+	if (de->init(m, f, node, why, sizeof(why)) < 0 ||
+	    (config_node_get(node, "rom") != NULL &&
+	     attach_romfile(f, config_node_get(node, "rom"), why, sizeof(why)) < 0)) {
 		snprintf(err, errlen, "%s in slot %u:%u: %s", emul, slot, func,
 			 why[0] ? why : "cannot create");
 		return -1;

@@ -1517,6 +1517,63 @@ static const char *init_errors2_body(void)
 	return NULL;
 }
 
+/* rom=FILE: a valid image becomes the ROM BAR (sized to a power of two,
+ * read back through the BAR once enabled); a missing file, a file without
+ * the 55 AA signature and an empty one are one-line errors. */
+static int init_with_rom(struct machine *mm, const char *rom, char *err, size_t errlen)
+{
+	memset(mm, 0, sizeof(*mm));
+	mm->vm.vm_fd = mm->vm.kvm_fd = -1;
+	iobus_init(&mm->pio, "port");
+	iobus_init(&mm->mmio, "mmio");
+	config_reset();
+	if (config_set("pci.0.6.0.device", "hostbridge") < 0 ||
+	    config_set("pci.0.6.0.rom", rom) < 0)
+		return -1;
+	err[0] = '\0';
+	return pci_init(mm, err, errlen);
+}
+
+static const char *romfile_body(void)
+{
+	static struct machine ms[4];
+	static uint8_t image[3000] = {0x55, 0xaa, 6};
+	char *dir = unit_mkdtemp(), err[256], *good, *bad, *empty;
+	struct pci_func *f = NULL;
+
+	ISO_CHECK(dir != NULL);
+	image[2999] = 0x5a;
+	good = unit_write_file(dir, "good.rom", image, sizeof(image));
+	bad = unit_write_text(dir, "bad.rom", "MZ not a ROM");
+	empty = unit_write_text(dir, "empty.rom", "");
+	ISO_CHECK(good != NULL && bad != NULL && empty != NULL);
+
+	ISO_CHECK(init_with_rom(&ms[0], good, err, sizeof(err)) == 0);
+	for (unsigned i = 0; i < pci_count(); i++)
+		if (pci_get(i)->slot == 6)
+			f = pci_get(i);
+	ISO_CHECK(f != NULL && f->bar[PCI_ROM_BAR].type == PCI_BAR_ROM);
+	ISO_CHECK(f->bar[PCI_ROM_BAR].size == 4096);
+	pci_cfg_write(0, 6, 0, PCIR_ROM, 4, 0xffffffff);
+	ISO_CHECK((pci_cfg_read(0, 6, 0, PCIR_ROM, 4) & ~1u) == 0xfffff000u);
+	ISO_CHECK(f->bar[PCI_ROM_BAR].rom[2999] == 0x5a && f->bar[PCI_ROM_BAR].rom[3000] == 0);
+
+	ISO_CHECK(init_with_rom(&ms[1], "/nonexistent/x.rom", err, sizeof(err)) == -1);
+	ISO_CHECK(strstr(err, "rom=/nonexistent/x.rom") != NULL);
+	ISO_CHECK(init_with_rom(&ms[2], bad, err, sizeof(err)) == -1);
+	ISO_CHECK(strstr(err, "55 AA") != NULL);
+	ISO_CHECK(init_with_rom(&ms[3], empty, err, sizeof(err)) == -1);
+	ISO_CHECK(strstr(err, "0 bytes") != NULL);
+	unit_rmtree(dir);
+	return NULL;
+}
+
+static void test_romfile(void **state)
+{
+	(void)state;
+	unit_run_isolated(romfile_body);
+}
+
 static void test_init_errors(void **state)
 {
 	(void)state;
@@ -1551,6 +1608,7 @@ int main(void)
 	    T(test_mech1),
 	    T(test_ecam),
 	    T(test_init_errors),
+	    T(test_romfile),
 	};
 #undef T
 
