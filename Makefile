@@ -167,7 +167,7 @@ fuzz-smoke: $(FUZZ_BIN)
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev acpica-tools \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
-		grub-pc-bin seabios clang libclang-rt-dev nftables dnsmasq-base qemu-utils tmux
+		grub-pc-bin seabios ipxe-qemu clang libclang-rt-dev nftables dnsmasq-base qemu-utils tmux
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)

@@ -29,6 +29,10 @@
 #define PCI_ECAM_SIZE   0x10000000ull /* 256 buses */
 #define PCI_IO_BASE     0x2000
 #define PCI_IO_END      0x10000
+/* Inside the I/O window but never given to a BAR: the ACPI PM block at
+ * QEMU's PIIX4 address (dev/pm.h). */
+#define PCI_IO_HOLE_BASE 0xb000
+#define PCI_IO_HOLE_END  0xb100
 #define PCI_INTX_GSI_BASE 16 /* INTx lines use IOAPIC pins 16-23 */
 
 /* Configuration header offsets and bits (PCI 3.0 section 6.2). */

@@ -76,6 +76,15 @@ static int parse_testdev(const char *conf, char *err, size_t errlen)
 	return config_set("lpc.pc-testdev", "true");
 }
 
+static int parse_debugcon(const char *conf, char *err, size_t errlen)
+{
+	if (conf == NULL || *conf == '\0') {
+		snprintf(err, errlen, "-l debugcon needs a file: -l debugcon,FILE");
+		return -1;
+	}
+	return config_set("lpc.debugcon.path", conf);
+}
+
 int lpc_parse_option(const char *opt, char *err, size_t errlen)
 {
 	char name[32];
@@ -99,6 +108,8 @@ int lpc_parse_option(const char *opt, char *err, size_t errlen)
 		rc = parse_bootrom(conf, err, errlen);
 	else if (strcmp(name, "pc-testdev") == 0)
 		rc = parse_testdev(conf, err, errlen);
+	else if (strcmp(name, "debugcon") == 0)
+		rc = parse_debugcon(conf, err, errlen);
 	else if (strcmp(name, "fwcfg") == 0) /* bhyve: -l fwcfg,qemu */
 		rc = config_set("lpc.fwcfg", conf != NULL && *conf != '\0' ? conf : "qemu");
 	else {

@@ -33,6 +33,7 @@ int lpc_init_devices(struct machine *m, char *err, size_t errlen);
  *   comN,BACKEND            lpc.comN.path=BACKEND (N = 1..4)
  *   bootrom,ROM[,VARS]      lpc.bootrom=ROM, lpc.bootvars=VARS
  *   pc-testdev[,debugcon=F] lpc.pc-testdev=true, lpc.pc-testdev-debugcon=F
+ *   debugcon,FILE           lpc.debugcon.path=FILE (firmware log, port 0x402)
  *   fwcfg[,qemu|none]       lpc.fwcfg=qemu (QEMU's fw_cfg, dev/fw_cfg.h)
  * Returns 0, or -1 with a one-line reason in `err`.
  */

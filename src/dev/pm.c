@@ -4,12 +4,16 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bus/pci.h"
 #include "core/machine.h"
 #include "dev/lpc.h"
 #include "lib/log.h"
 #include "lib/clock.h"
 
 #define PM_TIMER_HZ 3579545ull
+
+_Static_assert(PM_BASE >= PCI_IO_HOLE_BASE && PM_BASE + PM_BLOCK_LEN <= PCI_IO_HOLE_END,
+	       "the PM block must stay in the hole of the PCI I/O window");
 
 struct pm {
 	pthread_mutex_t lock;
@@ -203,7 +207,7 @@ static int pm_lpc_init(struct machine *m, char *err, size_t errlen)
 		return -1;
 	blk = (struct pm_port){m->pm, PM1A_EVT_PORT};
 	reset = (struct pm_port){m->pm, PM_RESET_PORT};
-	if (machine_register_pio(m, PM1A_EVT_PORT, 12, pm_port_access, &blk, "acpi-pm") < 0 ||
+	if (machine_register_pio(m, PM1A_EVT_PORT, PM_BLOCK_LEN, pm_port_access, &blk, "acpi-pm") < 0 ||
 	    machine_register_pio(m, PM_RESET_PORT, 1, pm_port_access, &reset, "reset") < 0)
 		return -1;
 	return 0;

@@ -11,9 +11,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define PM1A_EVT_PORT 0x400 /* 4 bytes: PM1_STS (2), PM1_EN (2) */
-#define PM1A_CNT_PORT 0x404 /* 2 bytes */
-#define PM_TMR_PORT   0x408 /* 4 bytes, 3.579545 MHz */
+/* QEMU's PIIX4 layout (PMBA 0xB000), which firmware built for QEMU
+ * assumes; it keeps SeaBIOS's and OVMF's debug port 0x402 free. */
+#define PM_BASE       0xb000
+#define PM_BLOCK_LEN  12
+#define PM1A_EVT_PORT PM_BASE         /* 4 bytes: PM1_STS (2), PM1_EN (2) */
+#define PM1A_CNT_PORT (PM_BASE + 4)   /* 2 bytes */
+#define PM_TMR_PORT   (PM_BASE + 8)   /* 4 bytes, 3.579545 MHz */
 #define PM_RESET_PORT 0xcf9 /* reset control register */
 #define PM_SCI_IRQ    9
 #define PM_RESET_VALUE 0x06 /* what the FADT reset register asks the OS to write */

@@ -35,7 +35,7 @@ main:
 	jne	bad
 
 	/* The ACPI PM timer moves. */
-	movw	$0x408, %dx
+	movw	$0xb008, %dx
 	inl	%dx, %eax
 	movl	%eax, %ebx
 	movl	$100000, %ecx

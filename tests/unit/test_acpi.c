@@ -166,10 +166,10 @@ static void test_fadt(void **state)
 	assert_int_equal(w.fadt[8], 6);                   /* revision */
 	assert_int_equal(unit_le(w.fadt + 46, 2), 9);     /* SCI_INT */
 	assert_int_equal(unit_le(w.fadt + 48, 4), 0);     /* SMI_CMD: no SMM */
-	assert_int_equal(unit_le(w.fadt + 56, 4), 0x400); /* PM1a_EVT_BLK */
+	assert_int_equal(unit_le(w.fadt + 56, 4), 0xb000); /* PM1a_EVT_BLK */
 	assert_int_equal(unit_le(w.fadt + 60, 4), 0);     /* PM1b_EVT_BLK */
-	assert_int_equal(unit_le(w.fadt + 64, 4), 0x404); /* PM1a_CNT_BLK */
-	assert_int_equal(unit_le(w.fadt + 76, 4), 0x408); /* PM_TMR_BLK */
+	assert_int_equal(unit_le(w.fadt + 64, 4), 0xb004); /* PM1a_CNT_BLK */
+	assert_int_equal(unit_le(w.fadt + 76, 4), 0xb008); /* PM_TMR_BLK */
 	assert_int_equal(w.fadt[88], 4);                  /* PM1_EVT_LEN */
 	assert_int_equal(w.fadt[89], 2);                  /* PM1_CNT_LEN */
 	assert_int_equal(w.fadt[91], 4);                  /* PM_TMR_LEN */
@@ -183,13 +183,13 @@ static void test_fadt(void **state)
 	assert_int_equal(w.fadt[128], 6);
 	assert_int_equal(w.fadt[128], PM_RESET_VALUE);
 	/* Extended blocks agree with the 32-bit ones. */
-	check_gas_io(w.fadt + 148, 0x400, 32); /* X_PM1a_EVT_BLK */
-	check_gas_io(w.fadt + 172, 0x404, 16); /* X_PM1a_CNT_BLK */
-	check_gas_io(w.fadt + 208, 0x408, 32); /* X_PM_TMR_BLK */
+	check_gas_io(w.fadt + 148, 0xb000, 32); /* X_PM1a_EVT_BLK */
+	check_gas_io(w.fadt + 172, 0xb004, 16); /* X_PM1a_CNT_BLK */
+	check_gas_io(w.fadt + 208, 0xb008, 32); /* X_PM_TMR_BLK */
 	/* And with the device model. */
-	assert_int_equal(PM1A_EVT_PORT, 0x400);
-	assert_int_equal(PM1A_CNT_PORT, 0x404);
-	assert_int_equal(PM_TMR_PORT, 0x408);
+	assert_int_equal(PM1A_EVT_PORT, 0xb000);
+	assert_int_equal(PM1A_CNT_PORT, 0xb004);
+	assert_int_equal(PM_TMR_PORT, 0xb008);
 	assert_int_equal(PM_SCI_IRQ, 9);
 	free(im.buf);
 }

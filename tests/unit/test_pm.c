@@ -6,10 +6,10 @@
 #include "dev/pm.h"
 #include "lib/exitcode.h"
 
-#define PM1_STS    0x400
-#define PM1_EN     0x402
-#define PM1_CNT    0x404
-#define PM_TMR     0x408
+#define PM1_STS    0xb000
+#define PM1_EN     0xb002
+#define PM1_CNT    0xb004
+#define PM_TMR     0xb008
 #define RESET      0xcf9
 
 #define PWRBTN     0x0100
@@ -83,10 +83,10 @@ static void test_reset_state(void **state)
 	assert_int_equal(f->w.sci_calls, 0);
 	assert_int_equal(f->w.nexits, 0);
 	/* Unknown ports read all ones. */
-	assert_int_equal(pm_read(f->pm, 0x40c, 1), 0xffffffff);
-	assert_int_equal(pm_read(f->pm, 0x406, 2), 0xffffffff);
+	assert_int_equal(pm_read(f->pm, 0xb00c, 1), 0xffffffff);
+	assert_int_equal(pm_read(f->pm, 0xb006, 2), 0xffffffff);
 	/* Writes to them are ignored. */
-	pm_write(f->pm, 0x40c, 4, 0xffffffff);
+	pm_write(f->pm, 0xb00c, 4, 0xffffffff);
 	assert_int_equal(f->w.nexits, 0);
 	pm_free(NULL);
 }

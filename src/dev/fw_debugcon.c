@@ -1,0 +1,54 @@
+/*
+ * The firmware debug console, QEMU's isa-debugcon at port 0x402 (its
+ * "-debugcon file:F -global isa-debugcon.iobase=0x402"): SeaBIOS and OVMF
+ * write their debug log there, one byte per OUT.  With -l debugcon,FILE
+ * the bytes are appended to FILE; reads return 0xe9, which is how SeaBIOS
+ * tells that a debug console is present.  Without the option the port is
+ * left unclaimed, and the firmware keeps quiet.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/machine.h"
+#include "dev/lpc.h"
+#include "lib/config.h"
+
+#define FW_DEBUGCON_PORT     0x402
+#define FW_DEBUGCON_READBACK 0xe9
+
+static int fw_debugcon_port(void *arg, uint64_t offset, unsigned size, bool is_write,
+			    uint64_t *val)
+{
+	int *fd = arg;
+	uint8_t b = (uint8_t)*val;
+
+	(void)offset;
+	(void)size;
+	if (!is_write)
+		*val = FW_DEBUGCON_READBACK;
+	else if (*fd >= 0 && write(*fd, &b, 1) < 0)
+		*fd = -1; /* a full disk stops the log, never the guest */
+	return 0;
+}
+
+static int fw_debugcon_init(struct machine *m, char *err, size_t errlen)
+{
+	const char *path = config_get("lpc.debugcon.path");
+	static int fd = -1;
+
+	if (path == NULL)
+		return 0;
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(err, errlen, "debugcon: cannot open %s", path);
+		return -1;
+	}
+	return machine_register_pio(m, FW_DEBUGCON_PORT, 1, fw_debugcon_port, &fd, "debugcon");
+}
+
+LPC_DEVICE(fw_debugcon) = {
+    .name = "debugcon",
+    .init = fw_debugcon_init,
+};
