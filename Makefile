@@ -167,7 +167,9 @@ fuzz-smoke: $(FUZZ_BIN)
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev acpica-tools \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
-		grub-pc-bin seabios ipxe-qemu clang libclang-rt-dev nftables dnsmasq-base qemu-utils tmux
+		grub-pc-bin seabios ipxe-qemu clang libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
+		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
+		libattr1-dev
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
@@ -188,6 +190,7 @@ lab-tests: $(BUILD)/bin/khyve
 	@tests/lab/nvme
 	@tests/lab/vm-grub
 	@tests/lab/vm-newcomer
+	@tests/lab/uefi
 
 check: check-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
@@ -224,4 +227,4 @@ format:
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -path '$(BUILD)/lab' -prune -o -name '*.d' -type f -print 2>/dev/null)

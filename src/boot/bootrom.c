@@ -11,7 +11,7 @@
 #define LEGACY_BIOS_MAX 0x20000ull /* 128 KiB: 0xE0000-0xFFFFF */
 #define SHADOW_MAX      0x40000ull /* 256 KiB: 0xC0000-0xFFFFF */
 
-int bootrom_load(struct vm *vm, const char *path, char *err, size_t errlen)
+int bootrom_load(struct vm *vm, const char *path, uint64_t *mapped, char *err, size_t errlen)
 {
 	size_t len, shadow;
 	uint64_t size;
@@ -20,6 +20,7 @@ int bootrom_load(struct vm *vm, const char *path, char *err, size_t errlen)
 	if (rom == NULL)
 		return -1;
 	size = (len + 0xfff) & ~0xfffull;
+	*mapped = size;
 	if (vm_add_rom(vm, FOUR_GIB - size, size, rom, len) < 0) {
 		snprintf(err, errlen, "cannot map boot ROM %s (%zu bytes)", path, len);
 		free(rom);

@@ -10,12 +10,15 @@
 #define KHYVE_BOOTROM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct vm;
 
 #define BOOTROM_MAX_SIZE (16u << 20)
 
-/* Load `path` as the boot ROM; 0, or -1 with a one-line reason in `err`. */
-int bootrom_load(struct vm *vm, const char *path, char *err, size_t errlen);
+/* Load `path` as the boot ROM; 0, or -1 with a one-line reason in `err`.
+ * `*mapped` gets the bytes mapped below 4 GiB (the file's size rounded up
+ * to 4 KiB): the firmware's variable store goes right below them. */
+int bootrom_load(struct vm *vm, const char *path, uint64_t *mapped, char *err, size_t errlen);
 
 #endif

@@ -938,6 +938,23 @@ static struct config_node *nth_child(struct config_node *parent, unsigned n)
 	return NULL;
 }
 
+/* Function 0 of a slot with more functions says so in its header type
+ * (PCI 3.0 section 6.2.1), or firmware and OSes never look past it. */
+static void mark_multifunction_slots(void)
+{
+	for (unsigned i = 0; i < nfuncs; i++) {
+		struct pci_func *f0 = funcs[i];
+
+		if (f0->func != 0)
+			continue;
+		for (unsigned j = 0; j < nfuncs; j++)
+			if (funcs[j]->bus == f0->bus && funcs[j]->slot == f0->slot &&
+			    funcs[j]->func != 0)
+				pci_set_cfg(f0, PCIR_HDRTYPE, 1,
+					    pci_get_cfg(f0, PCIR_HDRTYPE, 1) | 0x80);
+	}
+}
+
 static int create_all(struct machine *m, char *err, size_t errlen)
 {
 	struct config_node *pci = config_find_node("pci");
@@ -956,6 +973,7 @@ static int create_all(struct machine *m, char *err, size_t errlen)
 			}
 		}
 	}
+	mark_multifunction_slots();
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 
 struct mevent_loop;
 struct pm;
+struct pflash;
 
 struct machine {
 	const char *name; /* VM name (from the command line) */
@@ -27,6 +28,7 @@ struct machine {
 	bool exit_requested;
 	bool strict_io;    /* x86.strictio: unclaimed I/O ends the VM (-e) */
 	struct pm *pm;     /* ACPI PM block: target of the power button */
+	struct pflash *vars; /* the boot ROM's variable store, or NULL */
 	uint64_t start_ns; /* CLOCK_MONOTONIC at process start */
 	/* Where shared interrupt lines go when there is no KVM VM (the device
 	 * harness in bench/ and unit tests); NULL: KVM_IRQ_LINE. */

@@ -12,6 +12,7 @@
 
 #include "boot/acpi.h"
 #include "boot/bootrom.h"
+#include "dev/pflash.h"
 #include "boot/e820.h"
 #include "boot/firmware.h"
 #include "boot/linux.h"
@@ -152,12 +153,56 @@ static int boot_linux(struct machine *m, struct boot_cpu_state *cpu, char *err, 
 }
 
 /* Boot ROM, plus what fw_cfg tells the firmware (when lpc.fwcfg is on). */
+/* Where the variable store's read-only window is (read-array mode). */
+static struct vars_window {
+	struct machine *m;
+	int slot;
+	uint64_t gpa;
+} vars_window;
+
+static void vars_array_mode(void *arg, bool on)
+{
+	struct vars_window *w = arg;
+
+	if (vm_rom_window_set(&w->m->vm, w->slot, w->gpa, pflash_size(w->m->vars),
+			      pflash_data(w->m->vars), on) < 0)
+		log_warn("variable store: cannot switch its read window %s", on ? "on" : "off");
+}
+
+/* The VARFILE of -l bootrom,ROM,VARFILE: a CFI flash ending where the ROM
+ * starts (OVMF's 4 MiB layout: variables at 0xFFC00000, code above).
+ * Reads in read-array mode go through a read-only window, without exits. */
+static int attach_vars(struct machine *m, uint64_t rom_size, char *err, size_t errlen)
+{
+	const char *path = config_get("lpc.bootvars");
+	uint64_t base;
+
+	if (path == NULL)
+		return 0;
+	m->vars = pflash_open(path, err, errlen);
+	if (m->vars == NULL)
+		return -1;
+	base = (1ull << 32) - rom_size - pflash_size(m->vars);
+	if (machine_register_mmio(m, base, pflash_size(m->vars), pflash_access, m->vars,
+				  "bootvars") < 0) {
+		snprintf(err, errlen, "no room for the variable store below the boot ROM");
+		return -1;
+	}
+	vars_window = (struct vars_window){m, -1, base};
+	vars_window.slot = vm_rom_window_add(&m->vm, base, pflash_size(m->vars), pflash_data(m->vars));
+	if (vars_window.slot >= 0)
+		pflash_set_array_hook(m->vars, vars_array_mode, &vars_window);
+	return 0;
+}
+
 static int boot_rom(struct machine *m, const char *rom, char *err, size_t errlen)
 {
 	struct acpi_config *cfg;
+	uint64_t rom_size;
 	int rc;
 
-	if (bootrom_load(&m->vm, rom, err, errlen) < 0)
+	if (bootrom_load(&m->vm, rom, &rom_size, err, errlen) < 0 ||
+	    attach_vars(m, rom_size, err, errlen) < 0)
 		return -1;
 	cfg = malloc(sizeof(*cfg));
 	if (cfg == NULL)
@@ -258,6 +303,7 @@ int vmrun(uint64_t start_ns)
 	vcpu_threads_join(&m);
 	code = __atomic_load_n(&m.exit_code, __ATOMIC_SEQ_CST);
 	mevent_loop_free(m.loop);
+	pflash_close(m.vars);
 	vm_destroy(&m.vm);
 	return code;
 }

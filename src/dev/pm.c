@@ -86,7 +86,9 @@ static void cnt_write(struct pm *pm, unsigned off, unsigned size, uint32_t val)
 	if (!(v & PM1_SLP_EN))
 		return;
 	slp_typ = (v >> 10) & 7;
-	if (slp_typ == PM_SLP_TYP_S5)
+	/* Type 0 too: QEMU's PIIX4 powers off on it, and firmware built for
+	 * QEMU (OVMF's ResetSystem) writes it rather than the DSDT's \_S5. */
+	if (slp_typ == PM_SLP_TYP_S5 || slp_typ == PM_SLP_TYP_PIIX4_OFF)
 		pm->ops->request_exit(pm->arg, KHYVE_EXIT_POWEROFF);
 	else
 		log_ratelimited(&rl, LOG_WARN,

@@ -22,6 +22,7 @@
 #define PM_SCI_IRQ    9
 #define PM_RESET_VALUE 0x06 /* what the FADT reset register asks the OS to write */
 #define PM_SLP_TYP_S5 5    /* \_S5 package value: SLP_TYP for soft-off */
+#define PM_SLP_TYP_PIIX4_OFF 0 /* what QEMU's PIIX4 also takes as soft-off */
 
 #define PM1_TMR_STS    0x0001
 #define PM1_PWRBTN_STS 0x0100

@@ -6,8 +6,11 @@
  *
  * Where khyve differs from bhyve, and so do we:
  * - Every device gets a slot of its own.  Outside UEFI mode vm-bhyve packs
- *   disks and NICs into the functions of one slot, but khyve does not set
- *   the multi-function bit, so a guest would see function 0 only.
+ *   disks and NICs into the functions of one slot; khyve would show them
+ *   (it marks multi-function slots) but one slot each keeps the slot
+ *   order the firmware boots in.
+ * - UEFI guests also get the PIIX4 PM function at 0:1.3 (piix4-pm), where
+ *   QEMU's OVMF looks for the ACPI PM timer.
  * - Firmware boot (bios, grub, uefi) uses the i440fx host bridge: SeaBIOS
  *   and Debian's OVMF are built for QEMU and recognise it by that bridge.
  * - khyve gives SeaBIOS a boot order that follows slot order, so the
@@ -837,6 +840,15 @@ static void warn_settings(const struct build *b)
 
 /* ---- all together ---- */
 
+/* OVMF (built for QEMU's pc machine) finds the ACPI PM timer through the
+ * PIIX4 PM function at 0:1.3 and hangs without it. */
+static int add_pm_function(struct build *b)
+{
+	if (b->loader != LOADER_UEFI) /* uefi-custom: bhyve's firmware, bhyve's layout */
+		return 0;
+	return add(b, "-s") < 0 ? -1 : add(b, "1:3,piix4-pm");
+}
+
 static int build_command(struct build *b)
 {
 	unsigned install_slot;
@@ -846,7 +858,7 @@ static int build_command(struct build *b)
 		return -1;
 	if (add_hostbridge(b) < 0 || add_grub_image(b) < 0 ||
 	    add_install_media(b, install_slot) < 0 || add_disks(b) < 0 || add_nics(b) < 0 ||
-	    add_random(b) < 0 || add_device(b, SLOT_LPC, "lpc") < 0)
+	    add_random(b) < 0 || add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
 		return -1;
 	if (add_boot(b) < 0 || add_comports(b) < 0 || add_bhyve_options(b) < 0)
 		return -1;

@@ -80,6 +80,30 @@ static int vm_set_user_memory(struct vm *vm, uint64_t gpa, uint64_t size, void *
 	return gmem_add_region(&vm->mem, gpa, size, hva, ro);
 }
 
+int vm_rom_window_add(struct vm *vm, uint64_t gpa, uint64_t size, void *hva)
+{
+	unsigned slot = vm->next_slot;
+
+	if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_READONLY_MEM) <= 0 ||
+	    vm_rom_window_set(vm, (int)slot, gpa, size, hva, true) < 0)
+		return -1;
+	vm->next_slot++;
+	return (int)slot;
+}
+
+int vm_rom_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on)
+{
+	struct kvm_userspace_memory_region r = {
+		.slot = (uint32_t)slot,
+		.flags = KVM_MEM_READONLY,
+		.guest_phys_addr = gpa,
+		.memory_size = on ? size : 0, /* size 0 deletes the slot */
+		.userspace_addr = (uintptr_t)hva,
+	};
+
+	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : 0;
+}
+
 static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
 {
 	void *hva;

@@ -58,6 +58,18 @@ void vm_destroy(struct vm *vm);
  */
 int vm_add_rom(struct vm *vm, uint64_t gpa, uint64_t size, const void *data, uint64_t len);
 
+/*
+ * A read-only window of `size` bytes at guest-physical `gpa` onto host
+ * memory `hva` (page-aligned, owned by the caller) that can be switched off
+ * and on again: while on, KVM serves reads from `hva` and writes exit as
+ * MMIO; while off, reads exit too.  Flash in read-array mode uses it.  The
+ * window is not guest RAM: devices cannot DMA to it.  vm_rom_window_add()
+ * returns the KVM slot (the window starts on), or -1 when KVM lacks
+ * read-only memory; vm_rom_window_set() returns 0 or -1.
+ */
+int vm_rom_window_add(struct vm *vm, uint64_t gpa, uint64_t size, void *hva);
+int vm_rom_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on);
+
 /* Create the vCPUs with CPUID set from the topology; 0 or -1 (err filled). */
 int vm_create_vcpus(struct vm *vm, char *err, size_t errlen);
 

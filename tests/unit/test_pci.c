@@ -1465,6 +1465,16 @@ static void test_ecam(void **state)
 
 /* ---- pci_init() failures, in a child (they change global state) ---- */
 
+/* A second machine for a pci_init() of its own (in an isolated child). */
+static void fresh_machine(struct machine *mm)
+{
+	memset(mm, 0, sizeof(*mm));
+	mm->vm.vm_fd = mm->vm.kvm_fd = -1;
+	iobus_init(&mm->pio, "port");
+	iobus_init(&mm->mmio, "mmio");
+	config_reset();
+}
+
 static const char *init_errors_body(void)
 {
 	static struct machine m2;
@@ -1475,11 +1485,7 @@ static const char *init_errors_body(void)
 	ISO_CHECK(pci_init(&m, err, sizeof(err)) == -1);
 	ISO_CHECK(strstr(err, "taken") != NULL);
 
-	memset(&m2, 0, sizeof(m2));
-	m2.vm.vm_fd = m2.vm.kvm_fd = -1;
-	iobus_init(&m2.pio, "port");
-	iobus_init(&m2.mmio, "mmio");
-	config_reset();
+	fresh_machine(&m2);
 	ISO_CHECK(config_set("pci.0.5.0.device", "no-such-device") == 0);
 	err[0] = '\0';
 	ISO_CHECK(pci_init(&m2, err, sizeof(err)) == -1);
@@ -1499,11 +1505,7 @@ static const char *init_errors2_body(void)
 	char err[256];
 
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
-		memset(&ms[i], 0, sizeof(ms[i]));
-		ms[i].vm.vm_fd = ms[i].vm.kvm_fd = -1;
-		iobus_init(&ms[i].pio, "port");
-		iobus_init(&ms[i].mmio, "mmio");
-		config_reset();
+		fresh_machine(&ms[i]);
 		if (strcmp(cases[i][2], "vendor") == 0)
 			ISO_CHECK(config_set("pci.0.9.0.device", "hostbridge") == 0);
 		ISO_CHECK(config_set(cases[i][0], cases[i][1]) == 0);
@@ -1522,11 +1524,7 @@ static const char *init_errors2_body(void)
  * the 55 AA signature and an empty one are one-line errors. */
 static int init_with_rom(struct machine *mm, const char *rom, char *err, size_t errlen)
 {
-	memset(mm, 0, sizeof(*mm));
-	mm->vm.vm_fd = mm->vm.kvm_fd = -1;
-	iobus_init(&mm->pio, "port");
-	iobus_init(&mm->mmio, "mmio");
-	config_reset();
+	fresh_machine(mm);
 	if (config_set("pci.0.6.0.device", "hostbridge") < 0 ||
 	    config_set("pci.0.6.0.rom", rom) < 0)
 		return -1;
@@ -1574,6 +1572,42 @@ static void test_romfile(void **state)
 	unit_run_isolated(romfile_body);
 }
 
+/* QEMU's layout for UEFI: the function at 1:0 becomes multi-function
+ * when the PIIX4 PM function sits at 1:3, whose PMBA and PMREGMISC keep
+ * describing the fixed PM block whatever firmware writes. */
+static const char *piix4_pm_body(void)
+{
+	static struct machine mm;
+	char err[256] = "";
+
+	fresh_machine(&mm);
+	/* (The LPC bridge exists once per process: the group made it.) */
+	ISO_CHECK(config_set("pci.0.1.0.device", "hostbridge") == 0);
+	ISO_CHECK(config_set("pci.0.1.3.device", "piix4-pm") == 0);
+	ISO_CHECK(config_set("pci.0.2.0.device", "hostbridge") == 0);
+	if (pci_init(&mm, err, sizeof(err)) < 0) {
+		fprintf(stderr, "pci_init: %s\n", err);
+		return "pci_init";
+	}
+	ISO_CHECK(pci_cfg_read(0, 1, 0, PCIR_HDRTYPE, 1) == 0x80);
+	ISO_CHECK(pci_cfg_read(0, 2, 0, PCIR_HDRTYPE, 1) == 0x00);
+	ISO_CHECK(pci_cfg_read(0, 1, 3, PCIR_VENDOR, 4) == 0x71138086);
+	ISO_CHECK(pci_cfg_read(0, 1, 3, 0x40, 4) == 0xb001);
+	ISO_CHECK(pci_cfg_read(0, 1, 3, 0x80, 1) == 0x01);
+	pci_cfg_write(0, 1, 3, 0x40, 4, 0x6001);
+	pci_cfg_write(0, 1, 3, 0x80, 1, 0x00);
+	pci_cfg_write(0, 1, 3, 0x41, 1, 0x60);
+	ISO_CHECK(pci_cfg_read(0, 1, 3, 0x40, 4) == 0xb001);
+	ISO_CHECK(pci_cfg_read(0, 1, 3, 0x80, 1) == 0x01);
+	return NULL;
+}
+
+static void test_piix4_pm(void **state)
+{
+	(void)state;
+	unit_run_isolated(piix4_pm_body);
+}
+
 static void test_init_errors(void **state)
 {
 	(void)state;
@@ -1609,6 +1643,7 @@ int main(void)
 	    T(test_ecam),
 	    T(test_init_errors),
 	    T(test_romfile),
+	    T(test_piix4_pm),
 	};
 #undef T
 

@@ -216,11 +216,16 @@ static void test_other_sleep_types(void **state)
 	assert_int_equal(f->w.nexits, 0);
 	/* Other sleep states are not supported: no exit (logged instead). */
 	for (unsigned t = 0; t < 8; t++) {
-		if (t == PM_SLP_TYP_S5)
+		if (t == PM_SLP_TYP_S5 || t == PM_SLP_TYP_PIIX4_OFF)
 			continue;
 		pm_write(f->pm, PM1_CNT, 2, SLP_TYP(t) | PM1_SLP_EN);
 	}
 	assert_int_equal(f->w.nexits, 0);
+	/* Type 0 is soft-off as on QEMU's PIIX4 (OVMF's shutdown writes it). */
+	pm_write(f->pm, PM1_CNT, 2, SLP_TYP(0) | PM1_SLP_EN);
+	assert_int_equal(f->w.nexits, 1);
+	assert_int_equal(f->w.exits[0], KHYVE_EXIT_POWEROFF);
+	f->w.nexits = 0;
 	/* SCI_EN cannot be cleared. */
 	pm_write(f->pm, PM1_CNT, 2, 0);
 	assert_int_equal(pm_read(f->pm, PM1_CNT, 2) & PM1_SCI_EN, PM1_SCI_EN);

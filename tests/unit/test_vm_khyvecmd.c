@@ -408,7 +408,7 @@ static void test_uefi(void **state)
 {
 	(void)state;
 	assert_int_equal(build("loader=\"uefi\"\nuefi_vars=\"yes\"\n", NULL), 0);
-	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 31,lpc"
+	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 31,lpc -s 1:3,piix4-pm"
 	                  " -l bootrom,@/OVMF_CODE.fd,@/guest1/uefi-vars.fd"
 	                  " -l com1,pty=@/guest1/com1.pty guest1");
 
@@ -482,7 +482,7 @@ static void test_disks(void **state)
 	            " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx"
 	            " -s 4,nvme,@/guest1/disk0.img,maxq=4,ser=ABC -s 5,ahci-hd,@/guest1/disk1.img"
 	            " -s 6,virtio-blk,@/raw.img -s 7,ahci-cd,@/guest1/disk2.img -s 31,lpc"
-	            " -l bootrom,@/OVMF_CODE.fd -l com1,pty=@/guest1/com1.pty guest1");
+	            " -s 1:3,piix4-pm -l bootrom,@/OVMF_CODE.fd -l com1,pty=@/guest1/com1.pty guest1");
 
 	/* ahci_device_limit: ahci disks share one controller, after the others. */
 	assert_int_equal(build("loader=bios\n"
@@ -703,7 +703,7 @@ static void test_templates(void **state)
 	}
 	/* windows.conf, the last: its disks share the controller in slot 4. */
 	assert_line(KHYVE " -c cpus=2 -m 2G -A -H -P -w -s 0,i440fx -s 4,ahci,hd:@/guest1/disk0.img"
-	                  " -s 5,virtio-net,tap7 -s 31,lpc"
+	                  " -s 5,virtio-net,tap7 -s 31,lpc -s 1:3,piix4-pm"
 	                  " -l bootrom,@/OVMF_CODE.fd,@/guest1/uefi-vars.fd"
 	                  " -l com1,pty=@/guest1/com1.pty guest1");
 }
