@@ -14,6 +14,7 @@
 
 #define VIRTIO_VENDOR      0x1af4
 #define VIRTIO_DEVICE_BASE 0x1040
+#define VIRTIO_SUBSYSTEM_ID 0x1100
 #define VIRTIO_BAR         4 /* modern region, as QEMU places it */
 #define VIRTIO_MSIX_BAR    1
 
@@ -547,8 +548,11 @@ int virtio_pci_init(struct virtio_dev *vd, struct pci_func *f, const struct virt
 	f->softc = vd;
 	pci_set_ids(f, VIRTIO_VENDOR, (uint16_t)(VIRTIO_DEVICE_BASE + ops->device_type),
 		    ops->pci_class, ops->pci_subclass, 0, 1);
+	/* Non-transitional devices: revision 1 and a subsystem ID of 0x40 or
+	 * more (virtio 1.2 section 4.1.2.1); OVMF's Virtio10Dxe insists.
+	 * 0x1100 is QEMU's, which virtio-win's drivers match. */
 	pci_set_cfg(f, PCIR_SUBVEND, 2, VIRTIO_VENDOR);
-	pci_set_cfg(f, PCIR_SUBDEV, 2, ops->device_type);
+	pci_set_cfg(f, PCIR_SUBDEV, 2, VIRTIO_SUBSYSTEM_ID);
 	if (pci_alloc_bar(f, VIRTIO_BAR, PCI_BAR_MEM32, REGION_SIZE) < 0 ||
 	    pci_add_msix_cap(f, nqueues + 1, VIRTIO_MSIX_BAR) < 0) {
 		snprintf(err, errlen, "no room for the virtio BARs");

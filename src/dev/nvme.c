@@ -294,6 +294,10 @@ struct nvme_ctrl {
 	unsigned nevents;
 	uint8_t ae_masked;    /* event types reported and not yet cleared */
 	uint8_t crit_warning; /* SMART critical warning */
+	/* The Error Information log has a lock of its own, always taken
+	 * last, so that completions posted from any thread can add to it. */
+	pthread_mutex_t errlog_lock;
+	uint64_t media_errors; /* SMART: completions with a media status */
 	struct nvme_error_entry errlog[NVME_ERRLOG_MAX]; /* ring, by error count */
 	uint64_t error_count;
 	uint64_t errlog_base; /* error_count at the last reset: older entries are gone */
@@ -501,6 +505,35 @@ static void cq_unreserve(struct nvme_cq *cq)
 	pthread_mutex_unlock(&cq->lock);
 }
 
+/* A new Error Information entry (section 5.16.1.2) for command `cid` of
+ * queue `sqid` (0xffff for either: not tied to one).  The count identifies
+ * the entry and survives resets (the spec keeps it across power cycles);
+ * the entries do not (errlog_base).  Takes errlog_lock. */
+static void errlog_add(struct nvme_ctrl *c, uint16_t sqid, uint16_t cid, uint16_t status)
+{
+	struct nvme_error_entry *e;
+
+	pthread_mutex_lock(&c->errlog_lock);
+	e = &c->errlog[c->error_count % NVME_ERRLOG_MAX];
+	memset(e, 0, sizeof(*e));
+	e->error_count = ++c->error_count;
+	e->sqid = sqid;
+	e->cid = cid;
+	e->status = status;
+	e->param_loc = 0xffff;
+	if ((status >> 9 & 7) == SCT_MEDIA)
+		c->media_errors++;
+	pthread_mutex_unlock(&c->errlog_lock);
+}
+
+/* Aborts the host asked for (Abort, Delete I/O SQ) are not errors. */
+static bool status_is_error(uint16_t status)
+{
+	uint16_t st = status & (uint16_t)~(NVME_DNR | 1u);
+
+	return st != ST_OK && st != ST_ABORT_REQ && st != ST_SQ_DELETED;
+}
+
 /* Post a completion into a reserved slot (section 4.6): the phase tag is
  * stored last so the host never sees a half-written entry. */
 static void cq_post(struct nvme_cq *cq, const struct nvme_sq *sq, uint16_t cid, uint16_t status,
@@ -522,6 +555,10 @@ static void cq_post(struct nvme_cq *cq, const struct nvme_sq *sq, uint16_t cid, 
 	__atomic_store_n(&cq->tail, (cq->tail + 1) % cq->size, __ATOMIC_RELEASE);
 	cq->reserved--;
 	pthread_mutex_unlock(&cq->lock);
+	/* A failed command leaves an Error Information entry; its status
+	 * field carries the phase tag as posted (section 5.16.1.2). */
+	if (status_is_error(status))
+		errlog_add(sq->c, sq->qid, cid, sf);
 }
 
 /* ---- interrupt coalescing (Set Features 08h and 09h, section 5.27.1) ---- */
@@ -700,21 +737,6 @@ static void ae_clear(struct nvme_ctrl *c, unsigned lid)
 		c->ae_masked &= (uint8_t) ~(1u << NVME_AE_SMART);
 }
 
-/* A new Error Information entry.  The count identifies the entry and
- * survives resets (the spec keeps it across power cycles); the entries
- * do not (errlog_base).  `lock` held. */
-static void errlog_add(struct nvme_ctrl *c, uint16_t status)
-{
-	struct nvme_error_entry *e = &c->errlog[c->error_count % NVME_ERRLOG_MAX];
-
-	memset(e, 0, sizeof(*e));
-	e->error_count = ++c->error_count;
-	e->sqid = 0xffff; /* not tied to a command */
-	e->cid = 0xffff;
-	e->status = status;
-	e->param_loc = 0xffff;
-}
-
 /*
  * An invalid doorbell write, which is ignored: an error log entry, and an
  * error event when an AER is outstanding -- the condition the spec puts on
@@ -725,8 +747,9 @@ static void doorbell_error(struct nvme_ctrl *c, uint8_t info)
 	if (!admin_ready(c))
 		return;
 	/* The status "most applicable" to an error without a command. */
-	errlog_add(c, info == NVME_AEI_INVALID_DB_REG ? NVME_STATUS(SCT_CMD, 0x01)
-	                                              : NVME_STATUS(SCT_GENERIC, 0x02));
+	errlog_add(c, 0xffff, 0xffff,
+	           info == NVME_AEI_INVALID_DB_REG ? NVME_STATUS(SCT_CMD, 0x01)
+	                                           : NVME_STATUS(SCT_GENERIC, 0x02));
 	if (c->naer > 0)
 		ae_raise(c, NVME_AE_ERROR, info, LOG_ERROR);
 	aer_deliver(c);
@@ -895,18 +918,23 @@ static void smart_log(struct nvme_ctrl *c, uint8_t *d)
 	put_le(d + 64, __atomic_load_n(&c->read_cmds, __ATOMIC_RELAXED), 8);
 	put_le(d + 80, __atomic_load_n(&c->write_cmds, __ATOMIC_RELAXED), 8);
 	put_le(d + 112, 1, 8);              /* power cycles */
-	put_le(d + 160, c->error_count, 8); /* error log entries, lifetime */
+	pthread_mutex_lock(&c->errlog_lock);
+	put_le(d + 160, c->media_errors, 8); /* media and data integrity errors */
+	put_le(d + 176, c->error_count, 8);  /* error log entries, lifetime */
+	pthread_mutex_unlock(&c->errlog_lock);
 }
 
 /* The Error Information log: newest entry first, unused ones zero. */
-static void error_log(const struct nvme_ctrl *c, uint8_t *d)
+static void error_log(struct nvme_ctrl *c, uint8_t *d)
 {
+	pthread_mutex_lock(&c->errlog_lock);
 	for (uint64_t i = 0; i < NVME_ERRLOG_MAX && i < c->error_count - c->errlog_base; i++) {
 		uint64_t n = c->error_count - 1 - i;
 
 		memcpy(d + i * sizeof(struct nvme_error_entry), &c->errlog[n % NVME_ERRLOG_MAX],
 		       sizeof(struct nvme_error_entry));
 	}
+	pthread_mutex_unlock(&c->errlog_lock);
 }
 
 static uint16_t admin_get_log(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
@@ -1843,7 +1871,9 @@ static void controller_reset(struct nvme_ctrl *c)
 	c->naer = 0;
 	c->nevents = 0;
 	c->ae_masked = 0;
+	pthread_mutex_lock(&c->errlog_lock);
 	c->errlog_base = c->error_count;
+	pthread_mutex_unlock(&c->errlog_lock);
 	c->csts = 0;
 	c->intms = 0;
 	features_default(c);
@@ -2320,6 +2350,7 @@ static int nvme_init(struct machine *m, struct pci_func *f, struct config_node *
 	c->f = f;
 	c->mem = &m->vm.mem;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->errlog_lock, NULL);
 	pthread_rwlock_init(&c->qlock, NULL);
 	pthread_mutex_init(&c->intx_lock, NULL);
 	for (unsigned q = 0; q <= NVME_MAX_IOQ; q++) {

@@ -593,6 +593,40 @@ static uint16_t post_aer(void)
 	return c.cid;
 }
 
+/* A failed command leaves an entry naming its queue and command id, with
+ * the status field as posted (phase tag in bit 0); aborts the host asked
+ * for do not count as errors. */
+static void test_error_log_failed_commands(void **state)
+{
+	const struct nvme_error_entry *e = (const void *)hva(ID_GPA);
+	struct nvme_sqe bad = {.opc = 0xff};
+	uint64_t base;
+	uint16_t cid;
+
+	(void)state;
+	/* The lifetime count (SMART) numbers the next entry: the log itself
+	 * was emptied by the reset before this test. */
+	assert_int_equal(get_log(0x02, 128, 0), ST_OK);
+	base = unit_le(hva(ID_GPA) + 176, 8);
+	queue_cmd(0, &bad);
+	ring(0);
+	assert_int_equal(reap(0, &cid), ST_BAD_OPCODE);
+	assert_int_equal(get_log(0x01, 32, 0), ST_OK);
+	assert_int_equal(e[0].error_count, base + 1);
+	assert_int_equal(e[0].sqid, 0);
+	assert_int_equal(e[0].cid, cid);
+	assert_int_equal(e[0].status & 0x7fe, ST_BAD_OPCODE);
+	assert_int_equal(e[0].param_loc, 0xffff);
+	/* On an I/O queue too. */
+	io_queue(1, QSZ);
+	assert_int_equal(submit(1, (struct nvme_sqe){.opc = 0xff, .nsid = 1}), ST_BAD_OPCODE);
+	assert_int_equal(get_log(0x01, 32, 0), ST_OK);
+	assert_int_equal(e[0].error_count, base + 2);
+	assert_int_equal(e[0].sqid, 1);
+	assert_int_equal(get_log(0x02, 128, 0), ST_OK);
+	assert_int_equal(unit_le(hva(ID_GPA) + 176, 8), base + 2);
+}
+
 /* Invalid doorbell writes: error log entries always, error events only
  * while an AER is outstanding; the event type stays masked until the
  * error log is read with RAE 0, which also drops what was pending. */
@@ -617,7 +651,8 @@ static void test_aer_error_events(void **state)
 	assert_int_equal(e[0].param_loc, 0xffff);
 	assert_int_equal(e[1].error_count, 0);
 	assert_int_equal(get_log(0x02, 128, 0), ST_OK);
-	assert_int_equal(unit_le(hva(ID_GPA) + 160, 8), base); /* SMART: lifetime count */
+	assert_int_equal(unit_le(hva(ID_GPA) + 176, 8), base); /* SMART: lifetime count */
+	assert_int_equal(unit_le(hva(ID_GPA) + 160, 8), 0);    /* no media errors */
 	/* With an AER outstanding: CQ 3's doorbell completes it. */
 	aer = post_aer();
 	assert_true(cq_empty(0));
@@ -1614,6 +1649,7 @@ int main(void)
 	    T(test_admin_bad_commands),
 	    T(test_aer),
 	    T(test_aer_error_events),
+	    T(test_error_log_failed_commands),
 	    T(test_aer_temperature),
 	    T(test_abort_admin),
 	    T(test_abort_io),
