@@ -1563,6 +1563,10 @@ static const char *romfile_body(void)
 	ISO_CHECK(init_with_rom(&ms[3], empty, err, sizeof(err)) == -1);
 	ISO_CHECK(strstr(err, "0 bytes") != NULL);
 	unit_rmtree(dir);
+	free(good);
+	free(bad);
+	free(empty);
+	free(dir);
 	return NULL;
 }
 
