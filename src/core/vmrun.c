@@ -12,7 +12,6 @@
 
 #include "boot/acpi.h"
 #include "boot/bootrom.h"
-#include "dev/pflash.h"
 #include "boot/e820.h"
 #include "boot/firmware.h"
 #include "boot/linux.h"
@@ -21,6 +20,7 @@
 #include "core/mevent.h"
 #include "core/vcpu_loop.h"
 #include "dev/lpc.h"
+#include "dev/pflash.h"
 #include "dev/pm.h"
 #include "lib/config.h"
 #include "lib/log.h"
@@ -152,7 +152,6 @@ static int boot_linux(struct machine *m, struct boot_cpu_state *cpu, char *err, 
 	return linux_load(&m->vm.mem, &lb, &map, rsdp, cpu, err, errlen);
 }
 
-/* Boot ROM, plus what fw_cfg tells the firmware (when lpc.fwcfg is on). */
 /* Where the variable store's read-only window is (read-array mode). */
 static struct vars_window {
 	struct machine *m;
@@ -195,6 +194,7 @@ static int attach_vars(struct machine *m, uint64_t rom_size, char *err, size_t e
 	return 0;
 }
 
+/* Boot ROM, plus what fw_cfg tells the firmware (when lpc.fwcfg is on). */
 static int boot_rom(struct machine *m, const char *rom, char *err, size_t errlen)
 {
 	struct acpi_config *cfg;
