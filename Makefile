@@ -26,7 +26,8 @@ endif
 
 # Everything but the front ends' main() is the core, linked into khyve and tests.
 CORE_SRC := $(sort $(wildcard src/lib/*.c src/vmm/*.c src/bus/*.c src/dev/*.c \
-                              src/boot/*.c src/backend/*.c src/core/*.c)) src/cmd/cli.c
+                              src/boot/*.c src/backend/*.c src/core/*.c \
+                              src/run/*.c)) src/cmd/cli.c
 KHYVE_SRC := src/cmd/khyve.c
 
 # The vm manager: src/vm/ (also linked into unit tests) and its main().
@@ -47,7 +48,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean check check-deps unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean check check-deps layering format-check unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -167,9 +168,13 @@ fuzz-smoke: $(FUZZ_BIN)
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev acpica-tools \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
-		grub-pc-bin seabios ipxe-qemu clang libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
+		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
 		libattr1-dev
+
+# No folder of src/ includes a higher one (tests/layering/check).
+layering:
+	@tests/layering/check
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
@@ -193,6 +198,8 @@ lab-tests: $(BUILD)/bin/khyve
 	@tests/lab/uefi
 
 check: check-deps
+	@$(MAKE) --no-print-directory layering
+	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-smoke
@@ -221,8 +228,16 @@ demo:
 	@$(MAKE) --no-print-directory all
 	@scripts/demo
 
+# Every C file under src/, tests/ and bench/ in the style of .clang-format;
+# `make check` fails on one that is not (format-check).
+FORMAT_SRC = $(sort $(shell find src tests bench -name '*.[ch]' -not -path '*/corpus/*'))
 format:
-	clang-format -i $(CORE_SRC) $(KHYVE_SRC) $(UNIT_SRC)
+	clang-format -i $(FORMAT_SRC)
+
+format-check:
+	@clang-format --dry-run -Werror $(FORMAT_SRC) || \
+		{ echo "format-check: run 'make format' (clang-format, .clang-format)"; exit 1; }
+	@echo "format-check: $(words $(FORMAT_SRC)) C files formatted"
 
 clean:
 	rm -rf $(BUILD)

@@ -9,6 +9,7 @@
 
 #include "core/machine.h"
 #include "lib/config.h"
+#include "lib/file.h"
 #include "lib/log.h"
 #include "lib/parse.h"
 #include "vmm/irq.h"
@@ -846,41 +847,22 @@ struct pci_func *pci_get(unsigned i)
 
 static int attach_romfile(struct pci_func *f, const char *path, char *err, size_t errlen)
 {
-	FILE *fp = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	long len = -1;
+	char why[200];
+	size_t len = 0;
+	uint8_t *buf = file_read_all(path, PCI_ROM_MAX, &len, why, sizeof(why));
 	int rc = -1;
 
-	if (fp != NULL && fseek(fp, 0, SEEK_END) == 0)
-		len = ftell(fp);
-	if (fp == NULL || len < 0 || fseek(fp, 0, SEEK_SET) != 0) {
-		snprintf(err, errlen, "rom=%s: %s", path, strerror(errno));
-		goto out;
+	if (buf == NULL) {
+		snprintf(err, errlen, "rom: %s", why);
+		return -1;
 	}
-	if (len < 3 || (unsigned long)len > PCI_ROM_MAX) {
-		snprintf(err, errlen, "rom=%s: %ld bytes (want 3 bytes to 16 MiB)", path, len);
-		goto out;
-	}
-	buf = malloc((size_t)len);
-	if (buf == NULL || fread(buf, 1, (size_t)len, fp) != (size_t)len) {
-		snprintf(err, errlen, "rom=%s: cannot read it", path);
-		goto out;
-	}
-	if (buf[0] != 0x55 || buf[1] != 0xaa) {
+	if (len < 3 || buf[0] != 0x55 || buf[1] != 0xaa)
 		snprintf(err, errlen, "rom=%s: not an option ROM (no 55 AA signature)", path);
-		goto out;
-	}
-	if (f->bar[PCI_ROM_BAR].type != PCI_BAR_NONE) {
+	else if (f->bar[PCI_ROM_BAR].type != PCI_BAR_NONE)
 		snprintf(err, errlen, "rom=%s: this device has its own ROM", path);
-		goto out;
-	}
-	rc = pci_alloc_rom(f, buf, (uint64_t)len);
-	if (rc < 0)
-		snprintf(err, errlen, "rom=%s: no room for a %ld-byte ROM BAR", path, len);
-out:
+	else if ((rc = pci_alloc_rom(f, buf, (uint64_t)len)) < 0)
+		snprintf(err, errlen, "rom=%s: no room for a %zu-byte ROM BAR", path, len);
 	free(buf);
-	if (fp != NULL)
-		fclose(fp);
 	return rc;
 }
 

@@ -4,7 +4,7 @@
 #include <time.h>
 
 #include "cmd/cli.h"
-#include "core/vmrun.h"
+#include "run/vmrun.h"
 #include "lib/exitcode.h"
 #include "lib/log.h"
 #include "lib/clock.h"

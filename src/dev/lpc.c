@@ -22,6 +22,14 @@ int lpc_init_devices(struct machine *m, char *err, size_t errlen)
 	return 0;
 }
 
+void lpc_write_dsdt(struct aml *a, void *arg)
+{
+	(void)arg;
+	for (const struct lpc_device *const *d = __start_lpc_devices; d < __stop_lpc_devices; d++)
+		if ((*d)->write_dsdt != NULL)
+			(*d)->write_dsdt(a);
+}
+
 static int parse_com(const char *name, const char *conf, char *err, size_t errlen)
 {
 	char key[48];

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+struct aml;
 struct machine;
 
 struct lpc_device {
@@ -17,6 +18,10 @@ struct lpc_device {
 	/* Create the device if the configuration asks for it (built-in
 	 * devices always do).  0, or -1 with a one-line reason in `err`. */
 	int (*init)(struct machine *m, char *err, size_t errlen);
+	/* Optional: describe the device to the OS, as bhyve's LPC_DSDT():
+	 * append its Device() objects (ACPI 6.4 section 6.1) to the DSDT's
+	 * \_SB scope, from the same configuration `init` reads. */
+	void (*write_dsdt)(struct aml *a);
 };
 
 #define LPC_DEVICE(id)                                                                             \
@@ -27,6 +32,10 @@ struct lpc_device {
 
 /* Initialise every registered LPC device; 0, or -1 with `err` filled. */
 int lpc_init_devices(struct machine *m, char *err, size_t errlen);
+
+/* Let every registered LPC device add its AML (the write_dsdt hooks, in
+ * link order); the signature of acpi_config.lpc_dsdt, `arg` unused. */
+void lpc_write_dsdt(struct aml *a, void *arg);
 
 /*
  * Turn "-l NAME[,CONF]" into config keys, as bhyve's lpc_device_parse():

@@ -15,7 +15,7 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "bus/iobus.h"
+#include "core/iobus.h"
 #include "bus/pci.h"
 #include "bus/virtio_pci.h"
 #include "core/machine.h"
