@@ -448,9 +448,20 @@ static bool msix_vector_masked(const struct pci_func *f, unsigned vec)
 	return f->msix.function_masked || (f->msix.table[vec].ctrl & MSIX_VEC_MASKED);
 }
 
+/* An event signalled on the unbound irqfd of `vec` (a device that had not
+ * yet seen the mask) becomes its pending bit, which the guest can read. */
+static void msix_drain_irqfd(struct pci_func *f, unsigned vec)
+{
+	uint64_t count;
+
+	if (read(f->msix.table[vec].irqfd, &count, sizeof(count)) == sizeof(count) && count != 0)
+		f->msix.pba[vec / 64] |= 1ull << (vec % 64);
+}
+
 /* Keep the irqfd of `vec` bound exactly while the vector can fire; an
- * event signalled while unbound stays in the eventfd and is delivered when
- * KVM_IRQFD binds it again (that is the pending state). */
+ * event signalled while unbound is moved to the pending bit here, and one
+ * that comes later stays in the eventfd, which KVM_IRQFD delivers when it
+ * binds it again. */
 static void msix_sync_irqfd(struct pci_func *f, unsigned vec)
 {
 	struct msix_entry *e = &f->msix.table[vec];
@@ -471,6 +482,8 @@ static void msix_sync_irqfd(struct pci_func *f, unsigned vec)
 		irq_route_msi_del(&f->m->vm, e->gsi);
 		e->gsi = -1;
 	}
+	if (!want)
+		msix_drain_irqfd(f, vec);
 }
 
 static void msix_deliver_pending(struct pci_func *f, unsigned vec)
@@ -579,6 +592,19 @@ int pci_msix_irqfd(struct pci_func *f, unsigned vec)
 out:
 	pthread_mutex_unlock(&f->cfg_lock);
 	return fd;
+}
+
+int pci_msix_live_irqfd(struct pci_func *f, unsigned vec)
+{
+	int fd = pci_msix_irqfd(f, vec);
+	bool masked;
+
+	if (fd < 0)
+		return -1;
+	pthread_mutex_lock(&f->cfg_lock);
+	masked = msix_vector_masked(f, vec);
+	pthread_mutex_unlock(&f->cfg_lock);
+	return masked ? -1 : fd;
 }
 
 void pci_interrupt(struct pci_func *f, unsigned vec)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/config.h"
+#include "lib/devopts.h"
 #include "lib/parse.h"
 
 /* GNU ld defines these for the section, possibly empty. */
@@ -21,27 +22,7 @@ const struct pci_devemu *pci_devemu_find(const char *name)
 
 int pci_parse_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen)
 {
-	char *copy, *tok, *save = NULL;
-	int rc = 0;
-
-	if (conf == NULL || *conf == '\0')
-		return 0;
-	copy = strdup(conf);
-	if (copy == NULL)
-		return -1;
-	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-
-		if (eq != NULL)
-			*eq = '\0';
-		if (config_node_set(node, tok, eq ? eq + 1 : "true") < 0) {
-			snprintf(err, errlen, "bad device option '%s'", tok);
-			rc = -1;
-			break;
-		}
-	}
-	free(copy);
-	return rc;
+	return devopts_parse(node, conf, NULL, "device", err, errlen);
 }
 
 /* "slot", "slot:func" or "bus:slot:func" (bhyve's forms); every field

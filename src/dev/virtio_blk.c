@@ -642,4 +642,5 @@ PCI_DEVEMU(virtio_blk) = {
     .bar_read = virtio_pci_bar_read,
     .bar_write = virtio_pci_bar_write,
     .bar_moved = virtio_pci_bar_moved,
+    .vector_changed = virtio_pci_vector_changed,
 };
