@@ -15,6 +15,22 @@ LDFLAGS  := -pthread
 LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd 2>/dev/null || echo -luring -lmd)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
+# A fresh machine lacks the libraries: stop with what to install rather than
+# on a missing liburing.h.  check, demo and check-deps install them first.
+BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev
+ifneq ($(filter unit,$(MAKECMDGOALS)),)
+BUILD_PKGS += cmocka:libcmocka-dev
+endif
+pkg_module = $(word 1,$(subst :, ,$(1)))
+pkg_debian = $(word 2,$(subst :, ,$(1)))
+ifneq ($(filter-out check-deps check demo clean format doc-tests,$(or $(MAKECMDGOALS),all)),)
+MISSING_PKGS := $(strip $(foreach p,$(BUILD_PKGS),$(if $(shell $(PKG_CONFIG) --exists \
+                  $(call pkg_module,$(p)) 2>/dev/null && echo y),,$(call pkg_debian,$(p)))))
+ifneq ($(MISSING_PKGS),)
+$(error missing build dependencies ($(MISSING_PKGS)): run make check-deps)
+endif
+endif
+
 # `make V=1` shows the full commands.
 ifeq ($(V),1)
 Q :=
@@ -47,7 +63,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean check check-deps unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean check check-deps doc-tests unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -169,7 +185,13 @@ check-deps:
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
-		libattr1-dev
+		libattr1-dev groff-base man-db mandoc
+
+# The man pages render without broken words or warnings; make on a machine
+# without the libraries says what to install.
+doc-tests:
+	@tests/doc/check-man
+	@tests/build/missing-deps
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
@@ -194,6 +216,7 @@ lab-tests: $(BUILD)/bin/khyve
 
 check: check-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
+	@$(MAKE) --no-print-directory doc-tests
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory vm-tests
