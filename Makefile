@@ -46,7 +46,7 @@ CORE_SRC := $(sort $(wildcard src/lib/*.c src/vmm/*.c src/bus/*.c src/dev/*.c \
 KHYVE_SRC := src/cmd/khyve.c
 
 # The vm manager: src/vm/ (also linked into unit tests) and its main().
-VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c
+VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c src/lib/hostkvm.c
 VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
 VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
 VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null || echo -lcjson)

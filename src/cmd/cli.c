@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bus/pci_slot.h"
@@ -299,4 +300,35 @@ int cli_validate(char *err, size_t errlen)
 		return -1;
 	}
 	return validate_boot(err, errlen);
+}
+
+static bool file_is_elf(const char *path)
+{
+	unsigned char magic[4] = {0};
+	FILE *f = fopen(path, "rbe");
+	bool elf;
+
+	if (f == NULL)
+		return false;
+	elf =
+	    fread(magic, 1, sizeof(magic), f) == sizeof(magic) && memcmp(magic, "\177ELF", 4) == 0;
+	fclose(f);
+	return elf;
+}
+
+bool cli_boot_needs_hardware_kvm(char *what, size_t len)
+{
+	const char *kernel = config_get("linux.kernel");
+	const char *rom = config_get("lpc.bootrom");
+	struct stat st;
+
+	if (kernel != NULL && access(kernel, R_OK) == 0 && !file_is_elf(kernel)) {
+		snprintf(what, len, "a Linux bzImage (%s)", kernel);
+		return true;
+	}
+	if (rom != NULL && stat(rom, &st) == 0 && st.st_size > (1 << 20)) {
+		snprintf(what, len, "a boot ROM larger than 1 MiB like OVMF (%s)", rom);
+		return true;
+	}
+	return false;
 }
