@@ -17,30 +17,25 @@
 
 void cli_usage(FILE *out)
 {
-	fprintf(
-	    out,
-	    "Usage: khyve [-AHPSuwx] [-c [[cpus=]n][,sockets=n][,cores=n][,threads=n]]\n"
-	    "             [-m size[K|M|G|T]] [-s slot,emulation[,conf]]... [-l lpcdev[,conf]]...\n"
-	    "             [-o key=value]... [-k configfile] [-U uuid] vmname\n"
-	    "  -A  build ACPI tables (always on for direct Linux boot)\n"
-	    "  -c  vCPUs and topology          -m  guest memory (default 256M; bare n < 1M means "
-	    "MiB)\n"
-	    "  -s  PCI device in a slot        -l  LPC device: comN,stdio|/dev/tty..|tcp=IP:PORT|\n"
-	    "                                      pty=LINK,\n"
-	    "                                      bootrom,ROM[,VARS], debugcon,FILE (port "
-	    "0x402),\n"
-	    "                                      pc-testdev[,debugcon=FILE]\n"
-	    "  -o  set a config key            -k  read key=value lines from a file\n"
-	    "  -H  (accepted; HLT always yields)   -P  x86.vmexit_on_pause\n"
-	    "  -S  wire guest memory           -u  RTC keeps UTC          -U  SMBIOS UUID\n"
-	    "  -w  ignore unknown MSRs         -x  x2APIC mode            -e  exit on unhandled "
-	    "I/O\n"
-	    "  -h, --help  this help;  -s help / -l help: the devices;\n"
-	    "              -s EMULATION,help / -l DEVICE,help: the options of one\n"
-	    "Linux direct boot: -o linux.kernel=BZIMAGE [-o linux.initrd=FILE] [-o "
-	    "linux.cmdline=...]\n"
-	    "Print the configuration: -o config.dump=1.   Exit status: 0 reboot, 1 poweroff,\n"
-	    "2 halt, 3 triple fault, 4 error.\n");
+	fprintf(out,
+		"Usage: khyve [-AHPSuwx] [-c [[cpus=]n][,sockets=n][,cores=n][,threads=n]]\n"
+		"             [-m size[K|M|G|T]] [-s slot,emulation[,conf]]... [-l lpcdev[,conf]]...\n"
+		"             [-o key=value]... [-k configfile] [-U uuid] vmname\n"
+		"  -A  build ACPI tables (always on for direct Linux boot)\n"
+		"  -c  vCPUs and topology          -m  guest memory (default 256M; bare n < 1M means MiB)\n"
+		"  -s  PCI device in a slot        -l  LPC device: comN,stdio|/dev/tty..|tcp=IP:PORT|\n"
+		"                                      pty=LINK,\n"
+		"                                      bootrom,ROM[,VARS], debugcon,FILE (port 0x402),\n"
+		"                                      pc-testdev[,debugcon=FILE]\n"
+		"  -o  set a config key            -k  read key=value lines from a file\n"
+		"  -H  (accepted; HLT always yields)   -P  x86.vmexit_on_pause\n"
+		"  -S  wire guest memory           -u  RTC keeps UTC          -U  SMBIOS UUID\n"
+		"  -w  ignore unknown MSRs         -x  x2APIC mode            -e  exit on unhandled I/O\n"
+		"  -h, --help  this help;  -s help / -l help: the devices;\n"
+		"              -s EMULATION,help / -l DEVICE,help: the options of one\n"
+		"Linux direct boot: -o linux.kernel=BZIMAGE [-o linux.initrd=FILE] [-o linux.cmdline=...]\n"
+		"Print the configuration: -o config.dump=1.   Exit status: 0 reboot, 1 poweroff,\n"
+		"2 halt, 3 triple fault, 4 error.\n");
 }
 
 static void set_defaults(void)

@@ -270,7 +270,7 @@ static int rtc_lpc_init(struct machine *m, char *err, size_t errlen)
 }
 
 LPC_DEVICE(rtc) = {
-    .name = "rtc",
-    .descr = "MC146818 RTC and CMOS (built in)",
-    .init = rtc_lpc_init,
+	.name = "rtc",
+	.descr = "MC146818 RTC and CMOS (built in)",
+	.init = rtc_lpc_init,
 };
