@@ -15,6 +15,22 @@ LDFLAGS  := -pthread
 LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd 2>/dev/null || echo -luring -lmd)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
+# A fresh machine lacks the libraries: stop with what to install rather than
+# on a missing liburing.h.  check, demo and check-deps install them first.
+BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev
+ifneq ($(filter unit,$(MAKECMDGOALS)),)
+BUILD_PKGS += cmocka:libcmocka-dev
+endif
+pkg_module = $(word 1,$(subst :, ,$(1)))
+pkg_debian = $(word 2,$(subst :, ,$(1)))
+ifneq ($(filter-out check-deps check demo clean format format-check layering doc-tests,$(or $(MAKECMDGOALS),all)),)
+MISSING_PKGS := $(strip $(foreach p,$(BUILD_PKGS),$(if $(shell $(PKG_CONFIG) --exists \
+                  $(call pkg_module,$(p)) 2>/dev/null && echo y),,$(call pkg_debian,$(p)))))
+ifneq ($(MISSING_PKGS),)
+$(error missing build dependencies ($(MISSING_PKGS)): run make check-deps)
+endif
+endif
+
 # `make V=1` shows the full commands.
 ifeq ($(V),1)
 Q :=
@@ -31,7 +47,7 @@ CORE_SRC := $(sort $(wildcard src/lib/*.c src/vmm/*.c src/bus/*.c src/dev/*.c \
 KHYVE_SRC := src/cmd/khyve.c
 
 # The vm manager: src/vm/ (also linked into unit tests) and its main().
-VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c src/lib/mac.c
+VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c src/lib/mac.c src/lib/hostkvm.c
 VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
 VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
 VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd 2>/dev/null || echo -lcjson -lmd)
@@ -48,7 +64,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean check check-deps layering format-check unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean check check-deps layering format-check doc-tests unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -170,7 +186,13 @@ check-deps:
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
-		libattr1-dev
+		libattr1-dev groff-base man-db mandoc
+
+# The man pages render without broken words or warnings; make on a machine
+# without the libraries says what to install.
+doc-tests:
+	@tests/doc/check-man
+	@tests/build/missing-deps
 
 # No folder of src/ includes a higher one (tests/layering/check).
 layering:
@@ -201,6 +223,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory layering
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
+	@$(MAKE) --no-print-directory doc-tests
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory vm-tests

@@ -6,6 +6,7 @@
 
 #include "lib/config.h"
 #include "lib/devopts.h"
+#include "lib/help.h"
 #include "lib/parse.h"
 
 /* GNU ld defines these for the section, possibly empty. */
@@ -18,6 +19,29 @@ const struct pci_devemu *pci_devemu_find(const char *name)
 		if (strcmp((*d)->name, name) == 0)
 			return *d;
 	return NULL;
+}
+
+void pci_print_emulations(FILE *out)
+{
+	struct help_line lines[64]; /* far more than are registered */
+	size_t n = 0;
+
+	for (const struct pci_devemu *const *d = __start_pci_devemus;
+	     d < __stop_pci_devemus && n < sizeof(lines) / sizeof(lines[0]); d++)
+		lines[n++] = (struct help_line){(*d)->name, (*d)->descr};
+	help_print_lines(out, lines, n);
+}
+
+int pci_print_emulation_usage(FILE *out, const char *name)
+{
+	const struct pci_devemu *de = pci_devemu_find(name);
+
+	if (de == NULL)
+		return -1;
+	help_print_usage(out, de->name, de->descr, de->usage);
+	/* bus/pci.c reads rom= for every function, whatever its emulation. */
+	fprintf(out, "  rom=FILE         option ROM (55 AA) in the expansion ROM BAR\n");
+	return 0;
 }
 
 int pci_parse_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen)

@@ -281,6 +281,7 @@ static void rtc_write_dsdt(struct aml *a)
 
 LPC_DEVICE(rtc) = {
 	.name = "rtc",
+	.descr = "MC146818 RTC and CMOS (built in)",
 	.init = rtc_lpc_init,
 	.write_dsdt = rtc_write_dsdt,
 };

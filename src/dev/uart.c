@@ -477,6 +477,13 @@ static int uart_lpc_init(struct machine *m, char *err, size_t errlen)
 
 LPC_DEVICE(uart) = {
 	.name = "com",
+	.option = "comN",
+	.descr = "16550A UART COM1-COM4 (ports 0x3f8, 0x2f8, 0x3e8, 0x2e8)",
+	.usage = "  -l comN,BACKEND  (N = 1..4)\n"
+	         "  stdio            khyve's terminal (raw mode, restored on exit)\n"
+	         "  /dev/...         a tty device\n"
+	         "  tcp=IP:PORT      listen on a TCP port\n"
+	         "  pty=LINK         a new pty; LINK links to its slave\n",
 	.init = uart_lpc_init,
 	.write_dsdt = uart_write_dsdt,
 };

@@ -404,6 +404,11 @@ fail:
 
 PCI_DEVEMU(virtio_net) = {
 	.name = "virtio-net",
+	.descr = "virtio 1.x network device on a tap interface",
+	.usage = "  -s SLOT,virtio-net[,TAP][,OPTION]...\n"
+	         "  TAP              tap interface name (created when missing)\n"
+	         "  mac=MAC          xx:xx:xx:xx:xx:xx (default: from VM name and slot)\n"
+	         "  mtu=N            MTU offered to the guest\n",
 	.legacy_config = net_legacy_config,
 	.init = net_init,
 	.bar_read = virtio_pci_bar_read,
