@@ -209,6 +209,7 @@ vm-tests: $(BUILD)/bin/vm $(BUILD)/san/bin/vm
 	@tests/vm/run $(BUILD)/san
 
 lab-tests: $(BUILD)/bin/khyve
+	@tests/lab/demo
 	@tests/lab/linux-boot
 	@tests/lab/devices
 	@tests/lab/ahci
