@@ -15,6 +15,22 @@ LDFLAGS  := -pthread
 LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd 2>/dev/null || echo -luring -lmd)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
+# A fresh machine lacks the libraries: stop with what to install rather than
+# on a missing liburing.h.  check, demo and check-deps install them first.
+BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev
+ifneq ($(filter unit,$(MAKECMDGOALS)),)
+BUILD_PKGS += cmocka:libcmocka-dev
+endif
+pkg_module = $(word 1,$(subst :, ,$(1)))
+pkg_debian = $(word 2,$(subst :, ,$(1)))
+ifneq ($(filter-out check-deps check demo clean format format-check layering doc-tests,$(or $(MAKECMDGOALS),all)),)
+MISSING_PKGS := $(strip $(foreach p,$(BUILD_PKGS),$(if $(shell $(PKG_CONFIG) --exists \
+                  $(call pkg_module,$(p)) 2>/dev/null && echo y),,$(call pkg_debian,$(p)))))
+ifneq ($(MISSING_PKGS),)
+$(error missing build dependencies ($(MISSING_PKGS)): run make check-deps)
+endif
+endif
+
 # `make V=1` shows the full commands.
 ifeq ($(V),1)
 Q :=
@@ -26,14 +42,16 @@ endif
 
 # Everything but the front ends' main() is the core, linked into khyve and tests.
 CORE_SRC := $(sort $(wildcard src/lib/*.c src/vmm/*.c src/bus/*.c src/dev/*.c \
-                              src/boot/*.c src/backend/*.c src/core/*.c)) src/cmd/cli.c
+                              src/boot/*.c src/backend/*.c src/core/*.c \
+                              src/run/*.c)) src/cmd/cli.c
 KHYVE_SRC := src/cmd/khyve.c
 
 # The vm manager: src/vm/ (also linked into unit tests) and its main().
-VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c src/lib/tty_escape.c
+VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c src/lib/mac.c src/lib/hostkvm.c \
+          src/lib/tty_escape.c
 VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
 VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
-VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null || echo -lcjson)
+VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd 2>/dev/null || echo -lcjson -lmd)
 VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/%,$(VM_OBJ))
 VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/%,$(VM_SAN_OBJ))
 
@@ -47,7 +65,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean check check-deps unit guest-tests term-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -167,9 +185,19 @@ fuzz-smoke: $(FUZZ_BIN)
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev acpica-tools \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
-		grub-pc-bin seabios ipxe-qemu clang libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
+		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
-		libattr1-dev
+		libattr1-dev groff-base man-db mandoc
+
+# The man pages render without broken words or warnings; make on a machine
+# without the libraries says what to install.
+doc-tests:
+	@tests/doc/check-man
+	@tests/build/missing-deps
+
+# No folder of src/ includes a higher one (tests/layering/check).
+layering:
+	@tests/layering/check
 
 unit: $(UNIT_BIN) $(UNIT_SAN)
 	@tests/run-unit $(UNIT_BIN) $(UNIT_SAN)
@@ -199,7 +227,10 @@ lab-tests: $(BUILD)/bin/khyve
 	@tests/lab/uefi
 
 check: check-deps
+	@$(MAKE) --no-print-directory layering
+	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
+	@$(MAKE) --no-print-directory doc-tests
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory vm-tests
@@ -228,8 +259,16 @@ demo:
 	@$(MAKE) --no-print-directory all
 	@scripts/demo
 
+# Every C file under src/, tests/ and bench/ in the style of .clang-format;
+# `make check` fails on one that is not (format-check).
+FORMAT_SRC = $(sort $(shell find src tests bench -name '*.[ch]' -not -path '*/corpus/*'))
 format:
-	clang-format -i $(CORE_SRC) $(KHYVE_SRC) $(UNIT_SRC)
+	clang-format -i $(FORMAT_SRC)
+
+format-check:
+	@clang-format --dry-run -Werror $(FORMAT_SRC) || \
+		{ echo "format-check: run 'make format' (clang-format, .clang-format)"; exit 1; }
+	@echo "format-check: $(words $(FORMAT_SRC)) C files formatted"
 
 clean:
 	rm -rf $(BUILD)

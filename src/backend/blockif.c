@@ -17,6 +17,7 @@
 
 #include "lib/config.h"
 #include "lib/clock.h"
+#include "lib/devopts.h"
 #include "lib/parse.h"
 
 #define POOL_THREADS 4
@@ -113,32 +114,11 @@ int blockif_parse_config(struct config_node *node, const char **path, struct blo
 
 int blockif_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen)
 {
-	char *copy, *tok, *save = NULL;
-	int rc = 0, first = 1;
-
 	if (conf == NULL || *conf == '\0') {
 		snprintf(err, errlen, "missing disk path");
 		return -1;
 	}
-	copy = strdup(conf);
-	if (copy == NULL)
-		return -1;
-	for (tok = strtok_r(copy, ",", &save); tok != NULL && rc == 0;
-	     tok = strtok_r(NULL, ",", &save), first = 0) {
-		char *eq = strchr(tok, '=');
-
-		if (first && eq == NULL) {
-			rc = config_node_set(node, "path", tok);
-			continue;
-		}
-		if (eq != NULL)
-			*eq = '\0';
-		rc = config_node_set(node, tok, eq ? eq + 1 : "true");
-		if (rc < 0)
-			snprintf(err, errlen, "bad disk option '%s'", tok);
-	}
-	free(copy);
-	return rc;
+	return devopts_parse(node, conf, "path", "disk", err, errlen);
 }
 
 /* ---- opening ---- */

@@ -143,4 +143,15 @@ unsigned blockif_default_poll_us(void);
  */
 bool blockif_spin(unsigned us, bool (*ready)(void *arg), void *arg, const bool *stop);
 
+/* Lines of `-s EMULATION,help` for the options every disk emulation passes
+ * to blockif_opts_from_config(), and for sectorsize=, which nvme replaces
+ * with its own sectsz=. */
+#define BLOCKIF_USAGE_FLAGS                                                                        \
+	"  ro               read-only: the guest cannot write the image\n"                         \
+	"  nocache          open with O_DIRECT (bypass the host page cache)\n"                     \
+	"  direct, sync     open with O_SYNC: a write completes once on disk\n"                    \
+	"  nodelete         never punch holes for discard/TRIM\n"
+#define BLOCKIF_USAGE_SECTORSIZE                                                                   \
+	"  sectorsize=L[/P] logical and physical sector size (powers of two >= 512)\n"
+
 #endif

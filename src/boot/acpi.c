@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "boot/aml.h"
+#include "lib/aml.h"
 #include "dev/pm.h"
 #include "vmm/kvm.h"
 
@@ -277,24 +277,6 @@ static size_t build_madt(struct tbuf *t, const struct acpi_config *cfg)
 	return off;
 }
 
-static void dsdt_device_io(struct aml *a, const char *name, const char *hid, unsigned uid,
-                           uint16_t port, uint8_t len, int irq)
-{
-	size_t dev = aml_device(a, name), res;
-
-	aml_name_decl(a, "_HID");
-	aml_eisaid(a, hid);
-	aml_name_decl(a, "_UID");
-	aml_integer(a, uid);
-	aml_name_decl(a, "_CRS");
-	res = aml_resource_template(a);
-	aml_res_io(a, port, len);
-	if (irq >= 0)
-		aml_res_irq(a, (uint8_t)irq);
-	aml_resource_end(a, res);
-	aml_close(a, dev);
-}
-
 /* _PRT: every slot's INTA-D on IOAPIC GSIs 16-23, swizzled by slot, the
  * same rule as pci_slot_intx_gsi(). */
 static void dsdt_prt(struct aml *a)
@@ -351,20 +333,11 @@ static void dsdt_pci0(struct aml *a, const struct acpi_config *cfg)
 
 static void dsdt_body(struct aml *a, const struct acpi_config *cfg)
 {
-	static const uint16_t com_port[4] = {0x3f8, 0x2f8, 0x3e8, 0x2e8};
-	static const uint8_t com_irq[4] = {4, 3, 4, 3};
 	size_t sb, pkg;
 
 	sb = aml_scope(a, "\\_SB_");
-	for (unsigned i = 0; i < 4; i++) {
-		char name[5] = "COM0";
-
-		if (!cfg->com[i])
-			continue;
-		name[3] = (char)('1' + i);
-		dsdt_device_io(a, name, "PNP0501", i + 1, com_port[i], 8, com_irq[i]);
-	}
-	dsdt_device_io(a, "RTC", "PNP0B00", 0, 0x70, 2, 8);
+	if (cfg->lpc_dsdt != NULL)
+		cfg->lpc_dsdt(a, cfg->lpc_dsdt_arg);
 	if (cfg->ecam_size > 0)
 		dsdt_pci0(a, cfg);
 	aml_close(a, sb);

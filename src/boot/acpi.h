@@ -21,7 +21,10 @@ struct aml;
 struct acpi_config {
 	unsigned ncpus;
 	uint32_t apic_id[ACPI_MAX_CPUS]; /* per vCPU, in vCPU order */
-	bool com[4];                     /* COM1..COM4 present */
+	/* Optional: the legacy (LPC/ISA) devices' AML inside \_SB
+	 * (lpc_write_dsdt: serial ports, RTC). */
+	void (*lpc_dsdt)(struct aml *a, void *arg);
+	void *lpc_dsdt_arg;
 	/* The PCI root bridge \_SB.PCI0 and the MCFG table. */
 	uint64_t ecam_base, ecam_size;    /* guest-physical; size 0: no PCI */
 	uint32_t mmio32_base, mmio32_end; /* [base, end) */

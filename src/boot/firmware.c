@@ -10,6 +10,7 @@
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "dev/fw_cfg.h"
+#include "dev/uart.h"
 #include "lib/config.h"
 
 #define FILE_RSDP   "etc/acpi/rsdp"
@@ -265,7 +266,8 @@ int firmware_fill_fw_cfg(struct fw_cfg *fw, uint64_t lowmem, uint64_t highmem, u
 		snprintf(err, errlen, "uuid: '%s' is not a UUID", config_get("uuid"));
 		return -1;
 	}
-	if (acpi != NULL && acpi->com[0] && add_file_le(fw, "etc/sercon-port", 0x3f8, 2) < 0) {
+	if (uart_console_port() != 0 &&
+	    add_file_le(fw, "etc/sercon-port", uart_console_port(), 2) < 0) {
 		snprintf(err, errlen, "fw_cfg: cannot add etc/sercon-port");
 		return -1;
 	}

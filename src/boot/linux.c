@@ -1,11 +1,12 @@
 #include "boot/linux.h"
-#include "boot/pvh.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "lib/file.h"
 
 /* Setup header fields, as offsets into the bzImage / zero page. */
 #define HDR_SETUP_SECTS     0x1f1
@@ -154,34 +155,6 @@ void linux_build_zero_page(uint8_t *zp, const uint8_t *img, const struct bzimage
 	zp_store_e820(zp, map);
 }
 
-uint8_t *boot_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "rb");
-	struct stat st;
-	uint8_t *buf = NULL;
-
-	if (f == NULL) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
-	    (uint64_t)st.st_size > max) {
-		snprintf(err, errlen, "%s: not a regular file of 1 byte to %zu MiB", path, max >> 20);
-		goto out;
-	}
-	buf = malloc((size_t)st.st_size);
-	if (buf == NULL || fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
-		snprintf(err, errlen, "cannot read %s", path);
-		free(buf);
-		buf = NULL;
-		goto out;
-	}
-	*len = (size_t)st.st_size;
-out:
-	fclose(f);
-	return buf;
-}
-
 /* GDT with __BOOT_CS (64-bit code) and __BOOT_DS, as boot.rst requires. */
 static int write_gdt(const struct guest_mem *gm)
 {
@@ -207,21 +180,6 @@ static int write_page_tables(const struct guest_mem *gm)
 	return 0;
 }
 
-static int load_cmdline(const struct guest_mem *gm, const struct bzimage_info *info,
-			const char *cmdline, char *err, size_t errlen)
-{
-	size_t len = cmdline ? strlen(cmdline) : 0;
-	size_t max = info->cmdline_size < LINUX_CMDLINE_MAX - 1 ? info->cmdline_size
-								  : LINUX_CMDLINE_MAX - 1;
-
-	if (len > max) {
-		snprintf(err, errlen, "kernel command line is %zu bytes; this kernel takes %zu", len,
-			 max);
-		return -1;
-	}
-	return gmem_write(gm, LINUX_CMDLINE_GPA, cmdline ? cmdline : "", len + 1);
-}
-
 static int load_initrd(const struct guest_mem *gm, const struct bzimage_info *info,
 		       const char *path, uint64_t *gpa, uint64_t *size, char *err, size_t errlen)
 {
@@ -231,7 +189,7 @@ static int load_initrd(const struct guest_mem *gm, const struct bzimage_info *in
 	*gpa = *size = 0;
 	if (path == NULL)
 		return 0;
-	data = boot_read_file(path, (size_t)2 << 30, &len, err, errlen);
+	data = file_read_all(path, LOADER_INITRD_MAX, &len, err, errlen);
 	if (data == NULL)
 		return -1;
 	*gpa = linux_initrd_addr(info, gm->lowmem_size, len);
@@ -258,35 +216,23 @@ static int load_kernel(const struct guest_mem *gm, const uint8_t *img,
 	return 0;
 }
 
-int linux_load(const struct guest_mem *gm, const struct linux_boot *lb,
-	       const struct e820_map *map, uint64_t rsdp_gpa, struct boot_cpu_state *cpu,
-	       char *err, size_t errlen)
+int bzimage_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
+		 const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
+		 struct boot_cpu_state *cpu, char *err, size_t errlen)
 {
 	struct bzimage_info info;
 	uint64_t initrd_gpa, initrd_size;
-	uint8_t *img, *zp;
-	uint32_t pvh_entry;
-	size_t len;
-	int rc = -1;
+	uint8_t *zp;
 
-	img = boot_read_file(lb->kernel, (size_t)512 << 20, &len, err, errlen);
-	if (img == NULL)
-		return -1;
-	/* An ELF kernel with a PVH note boots through its PVH entry. */
-	if (pvh_probe(img, len, &pvh_entry, err, errlen) != 0) {
-		rc = pvh_load(gm, img, len, lb, map, rsdp_gpa, cpu, err, errlen);
-		free(img);
-		return rc;
-	}
 	if (bzimage_parse(img, len, &info, err, errlen) < 0 ||
 	    load_kernel(gm, img, &info, lb->kernel, err, errlen) < 0 ||
-	    load_cmdline(gm, &info, lb->cmdline, err, errlen) < 0 ||
+	    loader_write_cmdline(gm, lb->cmdline, info.cmdline_size, err, errlen) < 0 ||
 	    load_initrd(gm, &info, lb->initrd, &initrd_gpa, &initrd_size, err, errlen) < 0)
-		goto out;
+		return -1;
 	zp = gmem_ptr(gm, LINUX_ZERO_PAGE_GPA, ZP_SIZE, true);
 	if (zp == NULL || write_gdt(gm) < 0 || write_page_tables(gm) < 0) {
 		snprintf(err, errlen, "guest memory too small for the boot structures");
-		goto out;
+		return -1;
 	}
 	linux_build_zero_page(zp, img, &info, LINUX_CMDLINE_GPA, initrd_gpa, initrd_size, map,
 			      rsdp_gpa);
@@ -301,8 +247,5 @@ int linux_load(const struct guest_mem *gm, const struct linux_boot *lb,
 		.ds = LINUX_BOOT_DS,
 		.cr3 = LINUX_PML4_GPA,
 	};
-	rc = 0;
-out:
-	free(img);
-	return rc;
+	return 0;
 }

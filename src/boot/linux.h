@@ -13,16 +13,15 @@
 #include <stdint.h>
 
 #include "boot/e820.h"
+#include "boot/loader.h"
 #include "vmm/mem.h"
 #include "vmm/vcpu.h"
 
-/* Fixed guest-physical addresses used by the direct boot (below 1 MiB). */
-#define LINUX_GDT_GPA       0x500ull
+/* Fixed guest-physical addresses of the bzImage boot (below 1 MiB; the
+ * GDT and command line addresses are in boot/loader.h). */
 #define LINUX_ZERO_PAGE_GPA 0x7000ull
 #define LINUX_STACK_GPA     0x8ff0ull
 #define LINUX_PML4_GPA      0x9000ull /* then PDPT and four PDs, 0xA000-0xEFFF */
-#define LINUX_CMDLINE_GPA   0x20000ull
-#define LINUX_CMDLINE_MAX   0x10000ull
 #define LINUX_KERNEL_GPA    0x100000ull
 
 #define LINUX_BOOT_CS 0x10 /* __BOOT_CS */
@@ -63,21 +62,14 @@ void linux_build_zero_page(uint8_t *zp, const uint8_t *img, const struct bzimage
  */
 uint64_t linux_initrd_addr(const struct bzimage_info *info, uint64_t lowmem, uint64_t size);
 
-struct linux_boot {
-	const char *kernel; /* bzImage path */
-	const char *initrd; /* path or NULL */
-	const char *cmdline; /* or NULL for empty */
-};
-
 /*
- * Load everything into guest memory and describe the BSP's start state.
- * 0, or -1 with a one-line reason in `err`.
+ * Load the bzImage `img` (`len` bytes, the caller keeps it) with the
+ * initrd and command line of `lb`, and describe the BSP's start state at
+ * startup_64.  Called by kernel_load().  0, or -1 with a one-line reason in
+ * `err`.
  */
-int linux_load(const struct guest_mem *gm, const struct linux_boot *lb,
-	       const struct e820_map *map, uint64_t rsdp_gpa, struct boot_cpu_state *cpu,
-	       char *err, size_t errlen);
-
-/* Read a whole file into a malloc()ed buffer; NULL with `err` filled. */
-uint8_t *boot_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+int bzimage_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
+		 const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
+		 struct boot_cpu_state *cpu, char *err, size_t errlen);
 
 #endif

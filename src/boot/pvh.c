@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/file.h"
+
 #define HVM_START_MAGIC   0x336ec578u
 #define HVM_START_VERSION 1
 #define PVH_MODLIST_GPA   (PVH_START_INFO_GPA + 0x100)
@@ -141,7 +143,7 @@ static int load_initrd(const struct guest_mem *gm, const char *path, uint64_t ke
 {
 	uint64_t top = gm->lowmem_size < (4ull << 30) ? gm->lowmem_size : (4ull << 30);
 	size_t len;
-	uint8_t *data = boot_read_file(path, (size_t)2 << 30, &len, err, errlen);
+	uint8_t *data = file_read_all(path, LOADER_INITRD_MAX, &len, err, errlen);
 	uint64_t addr;
 
 	if (data == NULL)
@@ -195,18 +197,14 @@ int pvh_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
 	     struct boot_cpu_state *cpu, char *err, size_t errlen)
 {
 	struct hvm_modlist_entry mod;
-	size_t cmdlen = lb->cmdline ? strlen(lb->cmdline) : 0;
 	uint64_t end;
 	uint32_t entry;
 
 	if (pvh_probe(img, len, &entry, err, errlen) != 1 ||
 	    load_segments(gm, img, len, &end, err, errlen) < 0)
 		return -1;
-	if (cmdlen >= LINUX_CMDLINE_MAX ||
-	    gmem_write(gm, LINUX_CMDLINE_GPA, lb->cmdline ? lb->cmdline : "", cmdlen + 1) < 0) {
-		snprintf(err, errlen, "kernel command line too long");
+	if (loader_write_cmdline(gm, lb->cmdline, LINUX_CMDLINE_MAX - 1, err, errlen) < 0)
 		return -1;
-	}
 	if (lb->initrd != NULL && (load_initrd(gm, lb->initrd, end, &mod, err, errlen) < 0 ||
 				   gmem_write(gm, PVH_MODLIST_GPA, &mod, sizeof(mod)) < 0))
 		return -1;

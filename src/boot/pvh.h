@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "boot/e820.h"
-#include "boot/linux.h"
+#include "boot/loader.h"
 #include "vmm/mem.h"
 #include "vmm/vcpu.h"
 

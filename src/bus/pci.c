@@ -9,6 +9,7 @@
 
 #include "core/machine.h"
 #include "lib/config.h"
+#include "lib/file.h"
 #include "lib/log.h"
 #include "lib/parse.h"
 #include "vmm/irq.h"
@@ -447,9 +448,20 @@ static bool msix_vector_masked(const struct pci_func *f, unsigned vec)
 	return f->msix.function_masked || (f->msix.table[vec].ctrl & MSIX_VEC_MASKED);
 }
 
+/* An event signalled on the unbound irqfd of `vec` (a device that had not
+ * yet seen the mask) becomes its pending bit, which the guest can read. */
+static void msix_drain_irqfd(struct pci_func *f, unsigned vec)
+{
+	uint64_t count;
+
+	if (read(f->msix.table[vec].irqfd, &count, sizeof(count)) == sizeof(count) && count != 0)
+		f->msix.pba[vec / 64] |= 1ull << (vec % 64);
+}
+
 /* Keep the irqfd of `vec` bound exactly while the vector can fire; an
- * event signalled while unbound stays in the eventfd and is delivered when
- * KVM_IRQFD binds it again (that is the pending state). */
+ * event signalled while unbound is moved to the pending bit here, and one
+ * that comes later stays in the eventfd, which KVM_IRQFD delivers when it
+ * binds it again. */
 static void msix_sync_irqfd(struct pci_func *f, unsigned vec)
 {
 	struct msix_entry *e = &f->msix.table[vec];
@@ -470,6 +482,8 @@ static void msix_sync_irqfd(struct pci_func *f, unsigned vec)
 		irq_route_msi_del(&f->m->vm, e->gsi);
 		e->gsi = -1;
 	}
+	if (!want)
+		msix_drain_irqfd(f, vec);
 }
 
 static void msix_deliver_pending(struct pci_func *f, unsigned vec)
@@ -578,6 +592,19 @@ int pci_msix_irqfd(struct pci_func *f, unsigned vec)
 out:
 	pthread_mutex_unlock(&f->cfg_lock);
 	return fd;
+}
+
+int pci_msix_live_irqfd(struct pci_func *f, unsigned vec)
+{
+	int fd = pci_msix_irqfd(f, vec);
+	bool masked;
+
+	if (fd < 0)
+		return -1;
+	pthread_mutex_lock(&f->cfg_lock);
+	masked = msix_vector_masked(f, vec);
+	pthread_mutex_unlock(&f->cfg_lock);
+	return masked ? -1 : fd;
 }
 
 void pci_interrupt(struct pci_func *f, unsigned vec)
@@ -846,41 +873,22 @@ struct pci_func *pci_get(unsigned i)
 
 static int attach_romfile(struct pci_func *f, const char *path, char *err, size_t errlen)
 {
-	FILE *fp = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	long len = -1;
+	char why[200];
+	size_t len = 0;
+	uint8_t *buf = file_read_all(path, PCI_ROM_MAX, &len, why, sizeof(why));
 	int rc = -1;
 
-	if (fp != NULL && fseek(fp, 0, SEEK_END) == 0)
-		len = ftell(fp);
-	if (fp == NULL || len < 0 || fseek(fp, 0, SEEK_SET) != 0) {
-		snprintf(err, errlen, "rom=%s: %s", path, strerror(errno));
-		goto out;
+	if (buf == NULL) {
+		snprintf(err, errlen, "rom: %s", why);
+		return -1;
 	}
-	if (len < 3 || (unsigned long)len > PCI_ROM_MAX) {
-		snprintf(err, errlen, "rom=%s: %ld bytes (want 3 bytes to 16 MiB)", path, len);
-		goto out;
-	}
-	buf = malloc((size_t)len);
-	if (buf == NULL || fread(buf, 1, (size_t)len, fp) != (size_t)len) {
-		snprintf(err, errlen, "rom=%s: cannot read it", path);
-		goto out;
-	}
-	if (buf[0] != 0x55 || buf[1] != 0xaa) {
+	if (len < 3 || buf[0] != 0x55 || buf[1] != 0xaa)
 		snprintf(err, errlen, "rom=%s: not an option ROM (no 55 AA signature)", path);
-		goto out;
-	}
-	if (f->bar[PCI_ROM_BAR].type != PCI_BAR_NONE) {
+	else if (f->bar[PCI_ROM_BAR].type != PCI_BAR_NONE)
 		snprintf(err, errlen, "rom=%s: this device has its own ROM", path);
-		goto out;
-	}
-	rc = pci_alloc_rom(f, buf, (uint64_t)len);
-	if (rc < 0)
-		snprintf(err, errlen, "rom=%s: no room for a %ld-byte ROM BAR", path, len);
-out:
+	else if ((rc = pci_alloc_rom(f, buf, (uint64_t)len)) < 0)
+		snprintf(err, errlen, "rom=%s: no room for a %zu-byte ROM BAR", path, len);
 	free(buf);
-	if (fp != NULL)
-		fclose(fp);
 	return rc;
 }
 

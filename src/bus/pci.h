@@ -181,11 +181,22 @@ bool pci_msi_enabled(const struct pci_func *f);
 
 /*
  * An eventfd that raises vector `vec` from inside KVM (irqfd on a routed
- * GSI), or -1 when the vector is not routable now (disabled, masked, or not
- * MSI-X); the fd is owned by the PCI layer and changes when the guest
- * reprograms the vector.  pci_vector_changed() is called when it does.
+ * GSI), or -1 when MSI-X is disabled or `vec` is past the table.  The fd is
+ * owned by the PCI layer, stays the same for the function's life, and is
+ * bound to KVM only while the vector is unmasked (an event sent while masked
+ * waits); the vector_changed hook runs when that may have changed.
  */
 int pci_msix_irqfd(struct pci_func *f, unsigned vec);
+
+/*
+ * pci_msix_irqfd(), but -1 also while `vec` or the whole function is masked,
+ * so that an interrupt sent through pci_interrupt() instead sets the pending
+ * bit.  For callers that cache the fd per interrupt source and refresh the
+ * cache from the vector_changed hook: the PCI layer never closes the fd, so
+ * a write through a stale copy is safe (it stays in the eventfd, becomes
+ * the pending bit at the next mask, or is delivered by the next bind).
+ */
+int pci_msix_live_irqfd(struct pci_func *f, unsigned vec);
 
 /* ---- for the machine ---- */
 

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "lib/config.h"
+#include "lib/devopts.h"
+#include "lib/help.h"
 #include "lib/parse.h"
 
 /* GNU ld defines these for the section, possibly empty. */
@@ -19,29 +21,32 @@ const struct pci_devemu *pci_devemu_find(const char *name)
 	return NULL;
 }
 
+void pci_print_emulations(FILE *out)
+{
+	struct help_line lines[64]; /* far more than are registered */
+	size_t n = 0;
+
+	for (const struct pci_devemu *const *d = __start_pci_devemus;
+	     d < __stop_pci_devemus && n < sizeof(lines) / sizeof(lines[0]); d++)
+		lines[n++] = (struct help_line){(*d)->name, (*d)->descr};
+	help_print_lines(out, lines, n);
+}
+
+int pci_print_emulation_usage(FILE *out, const char *name)
+{
+	const struct pci_devemu *de = pci_devemu_find(name);
+
+	if (de == NULL)
+		return -1;
+	help_print_usage(out, de->name, de->descr, de->usage);
+	/* bus/pci.c reads rom= for every function, whatever its emulation. */
+	fprintf(out, "  rom=FILE         option ROM (55 AA) in the expansion ROM BAR\n");
+	return 0;
+}
+
 int pci_parse_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen)
 {
-	char *copy, *tok, *save = NULL;
-	int rc = 0;
-
-	if (conf == NULL || *conf == '\0')
-		return 0;
-	copy = strdup(conf);
-	if (copy == NULL)
-		return -1;
-	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-
-		if (eq != NULL)
-			*eq = '\0';
-		if (config_node_set(node, tok, eq ? eq + 1 : "true") < 0) {
-			snprintf(err, errlen, "bad device option '%s'", tok);
-			rc = -1;
-			break;
-		}
-	}
-	free(copy);
-	return rc;
+	return devopts_parse(node, conf, NULL, "device", err, errlen);
 }
 
 /* "slot", "slot:func" or "bus:slot:func" (bhyve's forms); every field

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct aml;
 struct config_node;
@@ -19,6 +20,11 @@ struct pci_func;
 
 struct pci_devemu {
 	const char *name; /* as written after the slot: "virtio-blk", "lpc" */
+	/* One line for `-s help`: what the guest sees. */
+	const char *descr;
+	/* `-s NAME,help`: the synopsis and one line per option, each line
+	 * ending in '\n'; NULL when the emulation takes none. */
+	const char *usage;
 	/* Turn the -s conf string into keys below `node`; NULL = generic
 	 * key=value parsing.  0, or -1 with `err` filled. */
 	int (*legacy_config)(struct config_node *node, const char *conf, char *err,
@@ -56,6 +62,13 @@ struct pci_devemu {
 
 /* Look an emulation up by name; NULL when unknown. */
 const struct pci_devemu *pci_devemu_find(const char *name);
+
+/* `-s help`: every emulation with its description, one a line, sorted. */
+void pci_print_emulations(FILE *out);
+
+/* `-s NAME,help`: the usage text of emulation `name`; 0, or -1 when no
+ * emulation has that name (nothing printed). */
+int pci_print_emulation_usage(FILE *out, const char *name);
 
 /* Parse one -s argument into config keys; 0, or -1 with a one-line
  * reason in `err`. */

@@ -69,17 +69,59 @@ bool virtio_has_feature(const struct virtio_dev *vd, unsigned bit)
 
 /* ---- interrupts ---- */
 
-static void signal_vector(struct virtio_dev *vd, uint16_t vec, uint8_t isr_bit)
+/* The irqfd that interrupts on `vec` may use without a lock, or -1 when
+ * they must go through pci_interrupt() (MSI-X off, no vector, masked). */
+static int lockless_irqfd(struct virtio_dev *vd, uint16_t vec)
+{
+	if (vec == VIRTIO_MSI_NO_VECTOR || !pci_msix_enabled(vd->pf))
+		return -1;
+	return pci_msix_live_irqfd(vd->pf, vec);
+}
+
+/*
+ * Recompute every cached irqfd after a vector or its MSI-X state changed.
+ * Called with vd->lock held: refreshes then run one after the other, so the
+ * last one, which started after the last change, leaves the right values.
+ */
+static void irqfd_cache_refresh(struct virtio_dev *vd)
+{
+	for (unsigned q = 0; q < vd->nqueues; q++) {
+		struct virtio_queue *vq = &vd->queue[q];
+
+		__atomic_store_n(&vq->irqfd, lockless_irqfd(vd, vq->msix_vector), __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&vd->config_irqfd, lockless_irqfd(vd, vd->msix_config), __ATOMIC_RELEASE);
+}
+
+void virtio_pci_vector_changed(struct pci_func *f)
+{
+	struct virtio_dev *vd = vd_of(f);
+
+	pthread_mutex_lock(&vd->lock);
+	irqfd_cache_refresh(vd);
+	pthread_mutex_unlock(&vd->lock);
+}
+
+/*
+ * Interrupt through the cached irqfd when there is one: no lock, one write.
+ * Otherwise pci_interrupt() decides under the PCI lock: a masked MSI-X
+ * vector sets its pending bit, an unmasked one whose cache is being
+ * refreshed is signalled directly.  A write through a copy that went stale
+ * an instant ago is not lost either (see pci_msix_live_irqfd()).
+ */
+static void signal_vector(struct virtio_dev *vd, const int *irqfd, const uint16_t *vector,
+                          uint8_t isr_bit)
 {
 	struct pci_func *f = vd->pf;
+	int fd = __atomic_load_n(irqfd, __ATOMIC_ACQUIRE);
+	uint16_t vec;
 	uint64_t one = 1;
-	int fd;
 
+	if (fd >= 0 && write(fd, &one, sizeof(one)) == sizeof(one))
+		return;
 	if (pci_msix_enabled(f)) {
-		if (vec == VIRTIO_MSI_NO_VECTOR)
-			return;
-		fd = pci_msix_irqfd(f, vec);
-		if (fd < 0 || write(fd, &one, sizeof(one)) != sizeof(one))
+		vec = __atomic_load_n(vector, __ATOMIC_RELAXED);
+		if (vec != VIRTIO_MSI_NO_VECTOR)
 			pci_interrupt(f, vec);
 		return;
 	}
@@ -90,13 +132,13 @@ static void signal_vector(struct virtio_dev *vd, uint16_t vec, uint8_t isr_bit)
 void virtio_queue_interrupt(struct virtio_dev *vd, unsigned q)
 {
 	if (q < vd->nqueues)
-		signal_vector(vd, vd->queue[q].msix_vector, ISR_QUEUE);
+		signal_vector(vd, &vd->queue[q].irqfd, &vd->queue[q].msix_vector, ISR_QUEUE);
 }
 
 void virtio_config_changed(struct virtio_dev *vd)
 {
 	__atomic_add_fetch(&vd->config_generation, 1, __ATOMIC_SEQ_CST);
-	signal_vector(vd, vd->msix_config, ISR_CONFIG);
+	signal_vector(vd, &vd->config_irqfd, &vd->msix_config, ISR_CONFIG);
 }
 
 void virtio_needs_reset(struct virtio_dev *vd, const char *why)
@@ -160,7 +202,8 @@ void virtio_pci_bar_moved(struct pci_func *f, int bar)
 static void queue_defaults(struct virtio_queue *q)
 {
 	q->size = q->max_size;
-	q->msix_vector = VIRTIO_MSI_NO_VECTOR;
+	__atomic_store_n(&q->msix_vector, VIRTIO_MSI_NO_VECTOR, __ATOMIC_RELAXED);
+	__atomic_store_n(&q->irqfd, -1, __ATOMIC_RELEASE);
 	q->enabled = false;
 	q->desc = q->driver = q->device = 0;
 }
@@ -189,7 +232,8 @@ static void device_reset(struct virtio_dev *vd)
 	vd->status = 0;
 	__atomic_store_n(&vd->needs_reset, false, __ATOMIC_SEQ_CST);
 	vd->queue_select = 0;
-	vd->msix_config = VIRTIO_MSI_NO_VECTOR;
+	__atomic_store_n(&vd->msix_config, VIRTIO_MSI_NO_VECTOR, __ATOMIC_RELAXED);
+	irqfd_cache_refresh(vd);
 	__atomic_store_n(&vd->isr, 0, __ATOMIC_SEQ_CST);
 	pci_intx_deassert(vd->pf);
 }
@@ -314,6 +358,13 @@ static void queue_enable(struct virtio_dev *vd, struct virtio_queue *q)
 	}
 }
 
+/* A vector the driver wrote: one of the MSI-X table, else NO_VECTOR (the
+ * driver reads it back to learn that it failed, 4.1.5.1.2). */
+static uint16_t checked_vector(const struct virtio_dev *vd, uint64_t val)
+{
+	return val < vd->pf->msix.table_count ? (uint16_t)val : VIRTIO_MSI_NO_VECTOR;
+}
+
 static void queue_field_write(struct virtio_dev *vd, unsigned off, unsigned size, uint64_t val)
 {
 	struct virtio_queue *q = selected(vd);
@@ -325,9 +376,8 @@ static void queue_field_write(struct virtio_dev *vd, unsigned off, unsigned size
 		if (val != 0 && val <= q->max_size && (val & (val - 1)) == 0)
 			q->size = (uint16_t)val;
 	} else if (off == CC_Q_MSIX && size == 2) {
-		q->msix_vector = (uint16_t)val;
-		if (val != VIRTIO_MSI_NO_VECTOR && val >= vd->pf->msix.table_count)
-			q->msix_vector = VIRTIO_MSI_NO_VECTOR;
+		__atomic_store_n(&q->msix_vector, checked_vector(vd, val), __ATOMIC_RELAXED);
+		irqfd_cache_refresh(vd);
 	} else if (off == CC_Q_ENABLE && size == 2) {
 		if (val == 1)
 			queue_enable(vd, q);
@@ -360,9 +410,8 @@ static void common_write(struct virtio_dev *vd, unsigned off, unsigned size, uin
 		}
 		break;
 	case CC_MSIX_CONFIG:
-		vd->msix_config = (uint16_t)val;
-		if (val != VIRTIO_MSI_NO_VECTOR && val >= vd->pf->msix.table_count)
-			vd->msix_config = VIRTIO_MSI_NO_VECTOR;
+		__atomic_store_n(&vd->msix_config, checked_vector(vd, val), __ATOMIC_RELAXED);
+		irqfd_cache_refresh(vd);
 		break;
 	case CC_STATUS:
 		if (size == 1)
@@ -533,6 +582,7 @@ int virtio_pci_init(struct virtio_dev *vd, struct pci_func *f, const struct virt
 	vd->device_features = features | (1ull << VIRTIO_F_VERSION_1) |
 			      (1ull << VIRTIO_F_INDIRECT_DESC) | (1ull << VIRTIO_F_EVENT_IDX);
 	vd->msix_config = VIRTIO_MSI_NO_VECTOR;
+	vd->config_irqfd = -1;
 	pthread_mutex_init(&vd->lock, NULL);
 	pthread_mutex_init(&vd->ioeventfd_lock, NULL);
 	for (unsigned q = 0; q < nqueues; q++) {

@@ -7,7 +7,8 @@
  *
  * Notifications reach the device as an eventfd per queue: KVM signals it
  * directly (ioeventfd on the queue's notify address), or the transport does
- * on an MMIO write.  Interrupts leave through irqfd (MSI-X) or INTx.
+ * on an MMIO write.  Interrupts leave through irqfd (MSI-X) or INTx; each
+ * queue caches the irqfd of its vector, so an interrupt takes no lock.
  *
  * Device models (virtio-blk, -net, -rnd) fill struct virtio_ops and embed a
  * struct virtio_dev.
@@ -65,7 +66,11 @@ struct virtio_queue {
 	struct virtqueue vq;
 	uint16_t size;        /* as negotiated (<= max_size) */
 	uint16_t max_size;
-	uint16_t msix_vector;
+	uint16_t msix_vector; /* written under the device lock, read atomically */
+	/* pci_msix_live_irqfd() of msix_vector, or -1: what the queue's
+	 * threads interrupt through without a lock.  Refreshed under the
+	 * device lock on every vector change; read atomically. */
+	int irqfd;
 	bool enabled;
 	uint64_t desc, driver, device; /* ring addresses as written */
 	int kick_fd;          /* eventfd: the driver notified this queue */
@@ -93,6 +98,7 @@ struct virtio_dev {
 	uint8_t isr;
 	uint16_t queue_select;
 	uint16_t msix_config;
+	int config_irqfd; /* as virtio_queue.irqfd, for msix_config */
 	unsigned nqueues;
 	size_t config_size;
 	struct virtio_queue queue[VIRTIO_MAX_QUEUES];
@@ -147,5 +153,8 @@ void virtio_worker_stop(struct virtio_worker *w);
 uint64_t virtio_pci_bar_read(struct pci_func *f, int bar, uint64_t off, unsigned size);
 void virtio_pci_bar_write(struct pci_func *f, int bar, uint64_t off, unsigned size, uint64_t val);
 void virtio_pci_bar_moved(struct pci_func *f, int bar);
+/* MSI-X was enabled, disabled, masked or reprogrammed: refresh the cached
+ * irqfds.  Takes the device lock, so it must be called without it. */
+void virtio_pci_vector_changed(struct pci_func *f);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bus/pci_slot.h"
@@ -30,7 +31,8 @@ void cli_usage(FILE *out)
 		"  -H  (accepted; HLT always yields)   -P  x86.vmexit_on_pause\n"
 		"  -S  wire guest memory           -u  RTC keeps UTC          -U  SMBIOS UUID\n"
 		"  -w  ignore unknown MSRs         -x  x2APIC mode            -e  exit on unhandled I/O\n"
-		"  -h  this help\n"
+		"  -h, --help  this help;  -s help / -l help: the devices;\n"
+		"              -s EMULATION,help / -l DEVICE,help: the options of one\n"
 		"Linux direct boot: -o linux.kernel=BZIMAGE [-o linux.initrd=FILE] [-o linux.cmdline=...]\n"
 		"Print the configuration: -o config.dump=1.   Exit status: 0 reboot, 1 poweroff,\n"
 		"2 halt, 3 triple fault, 4 error.\n");
@@ -121,6 +123,54 @@ static int apply_option(int ch, const char *arg, char *err, size_t errlen)
 	}
 }
 
+/* NAME of "NAME,help" or "SLOT,NAME[,...],help" (-s) / "NAME,help" (-l),
+ * copied to `name`; false when `arg` asks for no device's options. */
+static bool help_target(int ch, const char *arg, char *name, size_t len)
+{
+	size_t n = strlen(arg);
+	const char *start = arg, *end;
+
+	if (n < 5 || strcmp(arg + n - 5, ",help") != 0)
+		return false;
+	end = strchr(arg, ',');
+	/* -s SLOT,NAME,...: the emulation is the second field. */
+	if (ch == 's' && end < arg + n - 5) {
+		start = end + 1;
+		end = strchr(start, ',');
+	}
+	if ((size_t)(end - start) >= len)
+		return false;
+	memcpy(name, start, (size_t)(end - start));
+	name[end - start] = '\0';
+	return true;
+}
+
+/* -s help, -l help, -s NAME,help, -l NAME,help (bhyve prints and exits 0):
+ * 1 when printed, 0 when `arg` is no help request, -1 with `err` filled when
+ * it names an unknown device. */
+static int print_device_help(int ch, const char *arg, FILE *out, char *err, size_t errlen)
+{
+	char name[64];
+
+	if ((ch != 's' && ch != 'l') || arg == NULL)
+		return 0;
+	if (strcmp(arg, "help") == 0) {
+		if (ch == 's')
+			pci_print_emulations(out);
+		else
+			lpc_print_devices(out);
+		return 1;
+	}
+	if (!help_target(ch, arg, name, sizeof(name)))
+		return 0;
+	if ((ch == 's' ? pci_print_emulation_usage(out, name)
+	               : lpc_print_device_usage(out, name)) == 0)
+		return 1;
+	snprintf(err, errlen, "unknown %s '%s' (see khyve -%c help)",
+	         ch == 's' ? "PCI emulation" : "LPC device", name, ch);
+	return -1;
+}
+
 static enum cli_result finish(FILE *out, char *err, size_t errlen)
 {
 	bool dump = false;
@@ -142,26 +192,40 @@ static enum cli_result finish(FILE *out, char *err, size_t errlen)
 	return CLI_RUN;
 }
 
+/* getopt's complaint about argv[optind - 1] as one line in `err`. */
+static void option_error(char **argv, char *err, size_t errlen)
+{
+	if (optopt == 0) /* an unknown --long option */
+		snprintf(err, errlen, "unknown option %s (see khyve -h)", argv[optind - 1]);
+	else if (strchr("cmslokU", optopt) != NULL)
+		snprintf(err, errlen, "option -%c needs an argument", optopt);
+	else
+		snprintf(err, errlen, "unknown option -%c (see khyve -h)", optopt);
+}
+
 enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t errlen)
 {
-	int ch;
+	static const struct option long_options[] = {{"help", no_argument, NULL, 'h'},
+	                                             {NULL, 0, NULL, 0}};
+	int ch, help;
 
 	set_defaults();
 	err[0] = '\0';
 	optind = 0; /* reset getopt (GNU: 0 also re-reads POSIXLY_CORRECT) */
 	opterr = 0;
-	while ((ch = getopt(argc, argv, "+AHPSeuwxhc:m:s:l:o:k:U:")) != -1) {
+	while ((ch = getopt_long(argc, argv, "+AHPSeuwxhc:m:s:l:o:k:U:", long_options, NULL)) !=
+	       -1) {
 		if (ch == 'h') {
 			cli_usage(out);
 			return CLI_DONE;
 		}
 		if (ch == '?' || ch == ':') {
-			if (strchr("cmslokU", optopt) != NULL && optopt != 0)
-				snprintf(err, errlen, "option -%c needs an argument", optopt);
-			else
-				snprintf(err, errlen, "unknown option -%c (see khyve -h)", optopt);
+			option_error(argv, err, errlen);
 			return CLI_ERROR;
 		}
+		help = print_device_help(ch, optarg, out, err, errlen);
+		if (help != 0)
+			return help > 0 ? CLI_DONE : CLI_ERROR;
 		if (apply_option(ch, optarg, err, errlen) < 0) {
 			if (err[0] == '\0' && optarg != NULL)
 				snprintf(err, errlen, "bad argument to -%c: '%s'", ch, optarg);
@@ -231,4 +295,35 @@ int cli_validate(char *err, size_t errlen)
 		return -1;
 	}
 	return validate_boot(err, errlen);
+}
+
+static bool file_is_elf(const char *path)
+{
+	unsigned char magic[4] = {0};
+	FILE *f = fopen(path, "rbe");
+	bool elf;
+
+	if (f == NULL)
+		return false;
+	elf =
+	    fread(magic, 1, sizeof(magic), f) == sizeof(magic) && memcmp(magic, "\177ELF", 4) == 0;
+	fclose(f);
+	return elf;
+}
+
+bool cli_boot_needs_hardware_kvm(char *what, size_t len)
+{
+	const char *kernel = config_get("linux.kernel");
+	const char *rom = config_get("lpc.bootrom");
+	struct stat st;
+
+	if (kernel != NULL && access(kernel, R_OK) == 0 && !file_is_elf(kernel)) {
+		snprintf(what, len, "a Linux bzImage (%s)", kernel);
+		return true;
+	}
+	if (rom != NULL && stat(rom, &st) == 0 && st.st_size > (1 << 20)) {
+		snprintf(what, len, "a boot ROM larger than 1 MiB like OVMF (%s)", rom);
+		return true;
+	}
+	return false;
 }

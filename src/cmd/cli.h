@@ -6,6 +6,7 @@
 #ifndef KHYVE_CLI_H
 #define KHYVE_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -26,5 +27,15 @@ enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t er
 int cli_validate(char *err, size_t errlen);
 
 void cli_usage(FILE *out);
+
+/*
+ * Whether the configured boot needs a KVM that runs guest code in hardware
+ * (lib/hostkvm.h): a Linux bzImage (linux.kernel that is not an ELF) or a
+ * boot ROM larger than 1 MiB (OVMF; SeaBIOS is 256 KiB).  True with a
+ * short name of it in `what` ("a Linux bzImage"); false when the boot is
+ * one that PVM's emulator runs, or a file cannot be read (then the loader
+ * reports it).
+ */
+bool cli_boot_needs_hardware_kvm(char *what, size_t len);
 
 #endif

@@ -4,10 +4,36 @@
 #include <time.h>
 
 #include "cmd/cli.h"
-#include "core/vmrun.h"
+#include "run/vmrun.h"
 #include "lib/exitcode.h"
+#include "lib/hostkvm.h"
 #include "lib/log.h"
 #include "lib/clock.h"
+
+/* Say in one line what this host's KVM cannot run (lib/hostkvm.h): no KVM
+ * device stops here; on PVM a boot that hangs or stops in KVM's emulator
+ * (vcpu_loop.c reports that stop) gets a warning and runs anyway.  0 to go
+ * on, or -1 after the message. */
+static int check_host_kvm(void)
+{
+	char what[512], line[768];
+	enum host_kvm kind;
+
+	if (host_kvm_probe(&kind) < 0) {
+		log_err("KHYVE_HOST_KVM: want hardware, pvm or none");
+		return -1;
+	}
+	if (kind == HOST_KVM_NONE) {
+		host_kvm_message(line, sizeof(line), kind, "guests");
+		log_err("%s", line);
+		return -1;
+	}
+	if (kind == HOST_KVM_PVM && cli_boot_needs_hardware_kvm(what, sizeof(what))) {
+		host_kvm_message(line, sizeof(line), kind, what);
+		log_warn("%s", line);
+	}
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -24,5 +50,7 @@ int main(int argc, char **argv)
 	case CLI_RUN:
 		break;
 	}
+	if (check_host_kvm() < 0)
+		return KHYVE_EXIT_ERROR;
 	return vmrun(start_ns);
 }

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "bus/iobus.h"
+#include "core/iobus.h"
 #include "lib/exitcode.h"
 #include "vmm/kvm.h"
 

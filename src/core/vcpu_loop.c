@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/machine.h"
+#include "lib/hostkvm.h"
 #include "lib/log.h"
 #include "vmm/vcpu.h"
 
@@ -82,11 +83,34 @@ static void handle_system_event(struct machine *m, struct vcpu *v)
 	}
 }
 
+/* KVM's instruction emulator gave up on a PVM host: there every guest
+ * instruction goes through it, and it lacks most x87 and SSE instructions
+ * (OVMF stops at x87 code), so the guest cannot run here at all. */
+static bool on_pvm_emulation_failure(const struct kvm_run *run)
+{
+	enum host_kvm kind;
+
+	return run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION &&
+	       host_kvm_probe(&kind) == 0 && kind == HOST_KVM_PVM;
+}
+
+static void log_pvm_stop(const struct vcpu *v)
+{
+	char what[96], line[256];
+
+	snprintf(what, sizeof(what), "this guest, whose vCPU %u stopped in KVM's emulator",
+	         v->index);
+	host_kvm_message(line, sizeof(line), HOST_KVM_PVM, what);
+	log_err("%s", line);
+}
+
 static void handle_fatal_exit(struct machine *m, struct vcpu *v)
 {
 	struct kvm_run *run = v->run;
 
-	if (run->exit_reason == KVM_EXIT_INTERNAL_ERROR)
+	if (run->exit_reason == KVM_EXIT_INTERNAL_ERROR && on_pvm_emulation_failure(run))
+		log_pvm_stop(v);
+	else if (run->exit_reason == KVM_EXIT_INTERNAL_ERROR)
 		log_err("vCPU %u: KVM internal error, suberror %u", v->index,
 			run->internal.suberror);
 	else if (run->exit_reason == KVM_EXIT_FAIL_ENTRY)

@@ -1797,6 +1797,15 @@ fail:
 
 PCI_DEVEMU(ahci) = {
     .name = "ahci",
+    .descr = "AHCI SATA controller, up to 32 disk or CD ports",
+    .usage = "  -s SLOT,ahci,hd:PATH[,OPTION]...[,cd:PATH[,OPTION]...]...\n"
+             "  hd:PATH          a SATA disk on the next port\n"
+             "  cd:PATH          an ATAPI CD-ROM (read-only) on the next port\n"
+             "  options of the port before them:\n"
+             "  nmrr=N           nominal media rotation rate (1: SSD)\n"
+             "  ser=S            serial number\n"
+             "  rev=R            firmware revision\n"
+             "  model=M          model name\n" BLOCKIF_USAGE_FLAGS BLOCKIF_USAGE_SECTORSIZE,
     .legacy_config = ahci_legacy_config,
     .init = ahci_init,
     .bar_read = ahci_bar_read,
@@ -1805,6 +1814,13 @@ PCI_DEVEMU(ahci) = {
 
 PCI_DEVEMU(ahci_hd) = {
     .name = "ahci-hd",
+    .descr = "AHCI controller with one SATA disk",
+    .usage = "  -s SLOT,ahci-hd,PATH[,OPTION]...\n"
+             "  PATH             disk image or block device\n"
+             "  nmrr=N           nominal media rotation rate (1: SSD)\n"
+             "  ser=S            serial number\n"
+             "  rev=R            firmware revision\n"
+             "  model=M          model name\n" BLOCKIF_USAGE_FLAGS BLOCKIF_USAGE_SECTORSIZE,
     .legacy_config = ahci_hd_legacy_config,
     .init = ahci_init,
     .bar_read = ahci_bar_read,
@@ -1813,6 +1829,13 @@ PCI_DEVEMU(ahci_hd) = {
 
 PCI_DEVEMU(ahci_cd) = {
     .name = "ahci-cd",
+    .descr = "AHCI controller with one ATAPI CD-ROM",
+    .usage = "  -s SLOT,ahci-cd,PATH[,OPTION]...\n"
+             "  PATH             ISO image (read-only)\n"
+             "  nmrr=N           nominal media rotation rate (1: SSD)\n"
+             "  ser=S            serial number\n"
+             "  rev=R            firmware revision\n"
+             "  model=M          model name\n" BLOCKIF_USAGE_FLAGS BLOCKIF_USAGE_SECTORSIZE,
     .legacy_config = ahci_cd_legacy_config,
     .init = ahci_init,
     .bar_read = ahci_bar_read,

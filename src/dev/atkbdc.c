@@ -131,5 +131,6 @@ static int atkbdc_init(struct machine *m, char *err, size_t errlen)
 
 LPC_DEVICE(atkbdc) = {
 	.name = "atkbdc",
+	.descr = "8042 keyboard controller, for its reset line (built in)",
 	.init = atkbdc_init,
 };

@@ -67,5 +67,6 @@ static int debugport_init(struct machine *m, char *err, size_t errlen)
 
 LPC_DEVICE(debugport) = {
     .name = "debugport",
+    .descr = "port 0x80 POST codes and boot_probe (built in)",
     .init = debugport_init,
 };

@@ -383,5 +383,10 @@ static int fw_cfg_init(struct machine *m, char *err, size_t errlen)
 
 LPC_DEVICE(fw_cfg) = {
     .name = "fw_cfg",
+    .option = "fwcfg",
+    .descr = "QEMU's fw_cfg interface (on by default with a boot ROM)",
+    .usage = "  -l fwcfg[,qemu|none]\n"
+             "  qemu             offer fw_cfg (ports 0x510, 0x511, DMA 0x514)\n"
+             "  none             turn it off\n",
     .init = fw_cfg_init,
 };

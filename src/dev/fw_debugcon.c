@@ -50,5 +50,9 @@ static int fw_debugcon_init(struct machine *m, char *err, size_t errlen)
 
 LPC_DEVICE(fw_debugcon) = {
     .name = "debugcon",
+    .option = "debugcon",
+    .descr = "firmware debug port 0x402 (SeaBIOS, OVMF) to a file",
+    .usage = "  -l debugcon,FILE\n"
+             "  FILE             what the firmware writes is appended to it\n",
     .init = fw_debugcon_init,
 };

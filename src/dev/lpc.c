@@ -1,10 +1,13 @@
 #include "dev/lpc.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "lib/config.h"
+#include "lib/help.h"
 
 extern const struct lpc_device *const __start_lpc_devices[];
 extern const struct lpc_device *const __stop_lpc_devices[];
@@ -14,12 +17,65 @@ int lpc_init_devices(struct machine *m, char *err, size_t errlen)
 	for (const struct lpc_device *const *d = __start_lpc_devices; d < __stop_lpc_devices; d++) {
 		char why[256] = "";
 
-		if ((*d)->init(m, why, sizeof(why)) < 0) {
+		if ((*d)->init != NULL && (*d)->init(m, why, sizeof(why)) < 0) {
 			snprintf(err, errlen, "%s: %s", (*d)->name, why[0] ? why : "init failed");
 			return -1;
 		}
 	}
 	return 0;
+}
+
+void lpc_write_dsdt(struct aml *a, void *arg)
+{
+	(void)arg;
+	for (const struct lpc_device *const *d = __start_lpc_devices; d < __stop_lpc_devices; d++)
+		if ((*d)->write_dsdt != NULL)
+			(*d)->write_dsdt(a);
+}
+
+/* bootrom is parsed here and loaded by boot/bootrom.c; this entry only
+ * lists it for `-l help`. */
+LPC_DEVICE(bootrom) = {
+    .name = "bootrom",
+    .option = "bootrom",
+    .descr = "firmware image mapped below 4 GiB, started at the reset vector",
+    .usage = "  -l bootrom,ROM[,VARS]\n"
+             "  ROM              firmware file (SeaBIOS, OVMF_CODE), ends at 4 GiB\n"
+             "  VARS             variable store, a CFI flash below ROM; guest writes\n"
+             "                   reach the file\n",
+};
+
+/* "comN" in `option` matches com1..com4; anything else matches itself. */
+static bool option_matches(const char *option, const char *name)
+{
+	size_t len = strlen(option);
+
+	if (len > 0 && option[len - 1] == 'N')
+		return strncasecmp(name, option, len - 1) == 0 && name[len - 1] >= '1' &&
+		       name[len - 1] <= '4' && name[len] == '\0';
+	return strcasecmp(name, option) == 0;
+}
+
+void lpc_print_devices(FILE *out)
+{
+	struct help_line lines[32]; /* far more than are registered */
+	size_t n = 0;
+
+	for (const struct lpc_device *const *d = __start_lpc_devices;
+	     d < __stop_lpc_devices && n < sizeof(lines) / sizeof(lines[0]); d++)
+		if ((*d)->option != NULL)
+			lines[n++] = (struct help_line){(*d)->option, (*d)->descr};
+	help_print_lines(out, lines, n);
+}
+
+int lpc_print_device_usage(FILE *out, const char *name)
+{
+	for (const struct lpc_device *const *d = __start_lpc_devices; d < __stop_lpc_devices; d++)
+		if ((*d)->option != NULL && option_matches((*d)->option, name)) {
+			help_print_usage(out, (*d)->option, (*d)->descr, (*d)->usage);
+			return 0;
+		}
+	return -1;
 }
 
 static int parse_com(const char *name, const char *conf, char *err, size_t errlen)

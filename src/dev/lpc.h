@@ -8,15 +8,30 @@
 #define KHYVE_LPC_H
 
 #include <stddef.h>
+#include <stdio.h>
 
+struct aml;
 struct machine;
 
 struct lpc_device {
 	/* Name used in logs. */
 	const char *name;
+	/* How -l names it ("comN" stands for com1..com4); NULL for a
+	 * built-in device that -l does not configure. */
+	const char *option;
+	/* One line for `-l help`. */
+	const char *descr;
+	/* `-l NAME,help`: the synopsis and one line per option, each line
+	 * ending in '\n'; NULL when it takes none. */
+	const char *usage;
 	/* Create the device if the configuration asks for it (built-in
-	 * devices always do).  0, or -1 with a one-line reason in `err`. */
+	 * devices always do); NULL when another layer creates it (the boot
+	 * ROM).  0, or -1 with a one-line reason in `err`. */
 	int (*init)(struct machine *m, char *err, size_t errlen);
+	/* Optional: describe the device to the OS, as bhyve's LPC_DSDT():
+	 * append its Device() objects (ACPI 6.4 section 6.1) to the DSDT's
+	 * \_SB scope, from the same configuration `init` reads. */
+	void (*write_dsdt)(struct aml *a);
 };
 
 #define LPC_DEVICE(id)                                                                             \
@@ -27,6 +42,17 @@ struct lpc_device {
 
 /* Initialise every registered LPC device; 0, or -1 with `err` filled. */
 int lpc_init_devices(struct machine *m, char *err, size_t errlen);
+
+/* Let every registered LPC device add its AML (the write_dsdt hooks, in
+ * link order); the signature of acpi_config.lpc_dsdt, `arg` unused. */
+void lpc_write_dsdt(struct aml *a, void *arg);
+
+/* `-l help`: every device -l configures, with its description, sorted. */
+void lpc_print_devices(FILE *out);
+
+/* `-l NAME,help`: the usage text of device `name` (any case; com1..com4
+ * all name the UART); 0, or -1 when -l has no such device. */
+int lpc_print_device_usage(FILE *out, const char *name);
 
 /*
  * Turn "-l NAME[,CONF]" into config keys, as bhyve's lpc_device_parse():

@@ -2379,6 +2379,17 @@ fail:
 
 PCI_DEVEMU(nvme) = {
     .name = "nvme",
+    .descr = "NVMe 1.4 controller with one namespace",
+    .usage = "  -s SLOT,nvme,PATH|ram=MiB[,OPTION]...\n"
+             "  PATH             disk image or block device\n"
+             "  ram=MiB          memory-backed disk of that size\n"
+             "  maxq=N           I/O queue pairs (default 16)\n"
+             "  qsz=N            entries per queue (default 2048)\n"
+             "  ioslots=N        commands in flight per submission queue (default 128)\n"
+             "  sectsz=N         sector size: 512, 4096 or 8192\n"
+             "  ser=S            serial number (up to 20 characters)\n"
+             "  eui64=N          namespace EUI-64\n"
+             "  dsm=MODE         dataset management: auto, enable or disable\n" BLOCKIF_USAGE_FLAGS,
     .legacy_config = blockif_legacy_config,
     .init = nvme_init,
     .bar_read = nvme_bar_read,

@@ -116,5 +116,9 @@ static int testdev_init(struct machine *m, char *err, size_t errlen)
 
 LPC_DEVICE(pc_testdev) = {
 	.name = "pc-testdev",
+	.option = "pc-testdev",
+	.descr = "QEMU's test devices: exit port 0xf4, debug port 0xe9, MMIO scratch",
+	.usage = "  -l pc-testdev[,debugcon=FILE]\n"
+	         "  debugcon=FILE    append what the guest writes to port 0xe9 to FILE\n",
 	.init = testdev_init,
 };

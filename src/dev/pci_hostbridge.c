@@ -59,11 +59,19 @@ static int amd_hostbridge_init(struct machine *m, struct pci_func *f, struct con
 
 PCI_DEVEMU(hostbridge) = {
     .name = "hostbridge",
+    .descr = "host bridge, bhyve's IDs (1275:1275)",
+    .usage = "  -s SLOT,hostbridge[,vendor=V][,devid=D]\n"
+             "  vendor=V         PCI vendor ID (16 bits)\n"
+             "  devid=D          PCI device ID (16 bits)\n",
     .init = hostbridge_init,
 };
 
 PCI_DEVEMU(amd_hostbridge) = {
     .name = "amd_hostbridge",
+    .descr = "host bridge with AMD's IDs (1022:7432)",
+    .usage = "  -s SLOT,amd_hostbridge[,vendor=V][,devid=D]\n"
+             "  vendor=V         PCI vendor ID (16 bits)\n"
+             "  devid=D          PCI device ID (16 bits)\n",
     .init = amd_hostbridge_init,
 };
 
@@ -103,6 +111,8 @@ static int i440fx_cfg_write(struct pci_func *f, unsigned off, unsigned size, uin
 
 PCI_DEVEMU(i440fx) = {
     .name = "i440fx",
+    .descr = "Intel 82441FX host bridge with QEMU's IDs, for SeaBIOS and OVMF",
+    .usage = "  -s SLOT,i440fx\n",
     .init = i440fx_init,
     .cfg_write = i440fx_cfg_write,
 };

@@ -35,5 +35,7 @@ static int lpc_bridge_init(struct machine *m, struct pci_func *f, struct config_
 
 PCI_DEVEMU(lpc) = {
 	.name = "lpc",
+	.descr = "LPC bridge: the -l devices (COM ports, RTC, ...) hang off it",
+	.usage = "  -s SLOT,lpc\n",
 	.init = lpc_bridge_init,
 };

@@ -49,6 +49,8 @@ static int piix4_pm_init(struct machine *m, struct pci_func *f, struct config_no
 
 PCI_DEVEMU(piix4_pm) = {
 	.name = "piix4-pm",
+	.descr = "PIIX4 power management function (ACPI PM timer), for OVMF",
+	.usage = "  -s 1:3,piix4-pm\n",
 	.init = piix4_pm_init,
 	.cfg_write = piix4_pm_cfg_write,
 };

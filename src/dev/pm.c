@@ -217,5 +217,6 @@ static int pm_lpc_init(struct machine *m, char *err, size_t errlen)
 
 LPC_DEVICE(pm) = {
     .name = "acpi-pm",
+    .descr = "ACPI PM1 registers and timer (built in)",
     .init = pm_lpc_init,
 };

@@ -7,7 +7,11 @@
 
 #include "core/machine.h"
 #include "dev/lpc.h"
+#include "lib/aml.h"
 #include "lib/config.h"
+
+#define RTC_PORT   0x70 /* index, then data at 0x71 */
+#define RTC_NPORTS 2
 
 #define RTC_SEC      0x00
 #define RTC_MIN      0x02
@@ -266,10 +270,18 @@ static int rtc_lpc_init(struct machine *m, char *err, size_t errlen)
 	if (r == NULL)
 		return -1;
 	rtc_set_memory(r, m->vm.mem.lowmem_size, m->vm.mem.highmem_size, m->vm.ncpus);
-	return machine_register_pio(m, 0x70, 2, rtc_port_access, r, "rtc");
+	return machine_register_pio(m, RTC_PORT, RTC_NPORTS, rtc_port_access, r, "rtc");
+}
+
+/* The PC/AT clock (PNP0B00) on IRQ 8, ACPI 6.4 section 9.15. */
+static void rtc_write_dsdt(struct aml *a)
+{
+	aml_isa_device(a, "RTC", "PNP0B00", 0, RTC_PORT, RTC_NPORTS, 8);
 }
 
 LPC_DEVICE(rtc) = {
 	.name = "rtc",
+	.descr = "MC146818 RTC and CMOS (built in)",
 	.init = rtc_lpc_init,
+	.write_dsdt = rtc_write_dsdt,
 };

@@ -8,6 +8,7 @@
 #include "backend/chardev.h"
 #include "core/machine.h"
 #include "dev/lpc.h"
+#include "lib/aml.h"
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/tty_escape.h"
@@ -460,15 +461,41 @@ int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *
 	return 0;
 }
 
+/* The back end of COM port `index` (0 = COM1), or NULL when not configured. */
+static const char *com_backend(unsigned index)
+{
+	char key[32];
+
+	snprintf(key, sizeof(key), "lpc.com%u.path", index + 1);
+	return config_get(key);
+}
+
+uint16_t uart_console_port(void)
+{
+	return com_backend(0) != NULL ? com_ports[0].port : 0;
+}
+
+/* COMn as PNP0501 devices with their port and IRQ (ACPI 6.4 section 6.1.5). */
+static void uart_write_dsdt(struct aml *a)
+{
+	for (unsigned i = 0; i < sizeof(com_ports) / sizeof(com_ports[0]); i++) {
+		char name[5] = "COM0";
+
+		if (com_backend(i) == NULL)
+			continue;
+		name[3] = (char)('1' + i);
+		aml_isa_device(a, name, "PNP0501", i + 1, com_ports[i].port, UART_NREGS,
+			       (int)com_ports[i].irq);
+	}
+}
+
 /* -l comN,BACKEND: the LPC device hook. */
 static int uart_lpc_init(struct machine *m, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < sizeof(com_ports) / sizeof(com_ports[0]); i++) {
-		char key[32], why[200] = "";
-		const char *path;
+		char why[200] = "";
+		const char *path = com_backend(i);
 
-		snprintf(key, sizeof(key), "lpc.com%u.path", i + 1);
-		path = config_get(key);
 		if (path == NULL)
 			continue;
 		if (uart_isa_init(m, i, path, why, sizeof(why)) < 0) {
@@ -481,5 +508,15 @@ static int uart_lpc_init(struct machine *m, char *err, size_t errlen)
 
 LPC_DEVICE(uart) = {
 	.name = "com",
+	.option = "comN",
+	.descr = "16550A UART COM1-COM4 (ports 0x3f8, 0x2f8, 0x3e8, 0x2e8)",
+	.usage = "  -l comN,BACKEND  (N = 1..4)\n"
+	         "  stdio            khyve's terminal (raw mode, restored on exit)\n"
+	         "  /dev/...         a tty device\n"
+	         "  tcp=IP:PORT      listen on a TCP port\n"
+	         "  pty=LINK         a new pty; LINK links to its slave\n"
+	         "  -o lpc.comN.escape=none|C  stdio's escape character (default ~;\n"
+	         "                   ~. powers off, ~? lists the escapes)\n",
 	.init = uart_lpc_init,
+	.write_dsdt = uart_write_dsdt,
 };

@@ -48,4 +48,8 @@ struct machine;
 int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *err,
 		  size_t errlen);
 
+/* The I/O port of COM1 when it is configured (lpc.com1.path), else 0:
+ * where firmware should put its text console (fw_cfg etc/sercon-port). */
+uint16_t uart_console_port(void);
+
 #endif

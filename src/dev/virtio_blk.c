@@ -637,9 +637,17 @@ fail:
 
 PCI_DEVEMU(virtio_blk) = {
     .name = "virtio-blk",
+    .descr = "virtio 1.2 block device on a file or block device",
+    .usage = "  -s SLOT,virtio-blk,PATH[,OPTION]...\n"
+             "  PATH             disk image or block device\n" BLOCKIF_USAGE_FLAGS
+                 BLOCKIF_USAGE_SECTORSIZE
+             "  ser=ID           serial number (GET_ID, up to 20 characters)\n"
+             "  num-queues=N     virtqueues (default: one per vCPU)\n"
+             "  poll_us=N        busy-poll window in microseconds (0: off)\n",
     .legacy_config = blockif_legacy_config,
     .init = blk_init,
     .bar_read = virtio_pci_bar_read,
     .bar_write = virtio_pci_bar_write,
     .bar_moved = virtio_pci_bar_moved,
+    .vector_changed = virtio_pci_vector_changed,
 };

@@ -11,7 +11,6 @@
  * MD5("SLOT-FUNC-VMNAME"), so a VM keeps its address when moved from bhyve.
  */
 #include <errno.h>
-#include <md5.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +24,9 @@
 #include "bus/virtio_pci.h"
 #include "core/machine.h"
 #include "lib/config.h"
+#include "lib/devopts.h"
 #include "lib/log.h"
+#include "lib/mac.h"
 #include "lib/parse.h"
 
 #define VIRTIO_ID_NET 1
@@ -325,63 +326,11 @@ static const struct virtio_ops net_ops = {
 
 /* ---- creation ---- */
 
-static int parse_mac(const char *s, uint8_t mac[6])
-{
-	unsigned v[6];
-	char tail;
-
-	if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-		   &tail) != 6)
-		return -1;
-	for (int i = 0; i < 6; i++)
-		mac[i] = (uint8_t)v[i];
-	/* No multicast (bit 0) and not all zeros. */
-	return (mac[0] & 1) || (v[0] | v[1] | v[2] | v[3] | v[4] | v[5]) == 0 ? -1 : 0;
-}
-
-static void default_mac(const struct pci_func *f, const char *vmname, uint8_t mac[6])
-{
-	char key[80];
-	uint8_t digest[MD5_DIGEST_LENGTH];
-	MD5_CTX ctx;
-
-	snprintf(key, sizeof(key), "%d-%d-%s", f->slot, f->func, vmname ? vmname : "");
-	MD5Init(&ctx);
-	MD5Update(&ctx, (const uint8_t *)key, strlen(key));
-	MD5Final(digest, &ctx);
-	mac[0] = 0x00;
-	mac[1] = 0xa0;
-	mac[2] = 0x98;
-	memcpy(mac + 3, digest, 3);
-}
-
 static int net_legacy_config(struct config_node *node, const char *conf, char *err,
 			     size_t errlen)
 {
-	char *copy, *tok, *save = NULL;
-	int rc = 0, first = 1;
-
-	if (conf == NULL || *conf == '\0')
-		return 0; /* a NIC without a back end, as bhyve allows */
-	copy = strdup(conf);
-	if (copy == NULL)
-		return -1;
-	for (tok = strtok_r(copy, ",", &save); tok != NULL && rc == 0;
-	     tok = strtok_r(NULL, ",", &save), first = 0) {
-		char *eq = strchr(tok, '=');
-
-		if (first && eq == NULL) {
-			rc = config_node_set(node, "backend", tok);
-			continue;
-		}
-		if (eq != NULL)
-			*eq = '\0';
-		rc = config_node_set(node, tok, eq ? eq + 1 : "true");
-		if (rc < 0)
-			snprintf(err, errlen, "bad network option '%s'", tok);
-	}
-	free(copy);
-	return rc;
+	/* NULL or "": a NIC without a back end, as bhyve allows. */
+	return devopts_parse(node, conf, "backend", "network", err, errlen);
 }
 
 static int net_configure(struct virtio_net *net, struct pci_func *f, struct config_node *node,
@@ -390,12 +339,12 @@ static int net_configure(struct virtio_net *net, struct pci_func *f, struct conf
 	const char *mac = config_node_get(node, "mac"), *mtu = config_node_get(node, "mtu");
 	uint64_t v;
 
-	if (mac != NULL && parse_mac(mac, net->cfg.mac) < 0) {
+	if (mac != NULL && (mac_parse(mac, net->cfg.mac) < 0 || !mac_is_unicast(net->cfg.mac))) {
 		snprintf(err, errlen, "bad mac '%s' (want xx:xx:xx:xx:xx:xx, unicast)", mac);
 		return -1;
 	}
 	if (mac == NULL)
-		default_mac(f, vmname, net->cfg.mac);
+		mac_bhyve_default(f->slot, f->func, vmname, net->cfg.mac);
 	net->cfg.status = VIRTIO_NET_S_LINK_UP;
 	net->cfg.max_virtqueue_pairs = 1;
 	if (mtu != NULL) {
@@ -455,9 +404,15 @@ fail:
 
 PCI_DEVEMU(virtio_net) = {
 	.name = "virtio-net",
+	.descr = "virtio 1.x network device on a tap interface",
+	.usage = "  -s SLOT,virtio-net[,TAP][,OPTION]...\n"
+	         "  TAP              tap interface name (created when missing)\n"
+	         "  mac=MAC          xx:xx:xx:xx:xx:xx (default: from VM name and slot)\n"
+	         "  mtu=N            MTU offered to the guest\n",
 	.legacy_config = net_legacy_config,
 	.init = net_init,
 	.bar_read = virtio_pci_bar_read,
 	.bar_write = virtio_pci_bar_write,
 	.bar_moved = virtio_pci_bar_moved,
+	.vector_changed = virtio_pci_vector_changed,
 };

@@ -93,8 +93,11 @@ static int rnd_init(struct machine *m, struct pci_func *f, struct config_node *n
 
 PCI_DEVEMU(virtio_rnd) = {
 	.name = "virtio-rnd",
+	.descr = "virtio entropy source fed by getrandom()",
+	.usage = "  -s SLOT,virtio-rnd\n",
 	.init = rnd_init,
 	.bar_read = virtio_pci_bar_read,
 	.bar_write = virtio_pci_bar_write,
 	.bar_moved = virtio_pci_bar_moved,
+	.vector_changed = virtio_pci_vector_changed,
 };

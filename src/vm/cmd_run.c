@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "vm/commands.h"
+#include "vm/hostkvm.h"
 #include "vm/khyvecmd.h"
 #include "vm/state.h"
 #include "vm/supervisor.h"
@@ -295,7 +296,7 @@ static int check_startable(const struct vm_sys *sys, const struct vm_guest *g,
 		return vm_error("cannot find the vm binary (/proc/self/exe)");
 	rc = build_command(sys, g, a, &cmd);
 	argv_free(&cmd);
-	return rc;
+	return rc != 0 ? rc : vm_check_host_kvm(g);
 }
 
 /* The supervisor's arguments: SELF _run [-t] [-R FD] [-I ISO] NAME. */
@@ -511,7 +512,9 @@ static int start_one(struct vm_sys *sys, const char *name, const struct start_ar
 		printf("%s is already running\n", g.name);
 		rc = 0;
 	} else if ((rc = check_startable(sys, &g, &st, a)) == 0) {
-		printf("Starting %s\n  * found guest in %s\n  * booting...\n", g.name, g.dir);
+		printf("Starting %s\n  * found guest in %s\n", g.name, g.dir);
+		vm_note_host_kvm(stdout);
+		printf("  * booting...\n");
 		fflush(stdout);
 		rc = launch(sys, &g, a);
 		*launched = true;

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lib/mac.h"
 #include "lib/parse.h"
 #include "vm/net.h"
 
@@ -620,16 +621,12 @@ static int add_disks(struct build *b)
 	return rc;
 }
 
-/* Six hex pairs separated by colons, as khyve's mac= takes. */
+/* What khyve's virtio-net mac= takes, checked before the guest starts. */
 static bool mac_valid(const char *s)
 {
-	for (int i = 0; i < 6; i++, s += 3) {
-		if (!isxdigit((unsigned char)s[0]) || !isxdigit((unsigned char)s[1]))
-			return false;
-		if (s[2] != (i == 5 ? '\0' : ':'))
-			return false;
-	}
-	return true;
+	uint8_t mac[MAC_LEN];
+
+	return mac_parse(s, mac) == 0 && mac_is_unicast(mac);
 }
 
 /* The tap of networkN: made by vm_net_prepare(), or predicted for a dry run. */

@@ -21,10 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lib/mac.h"
 #include "vm/net.h"
 #include "vm/switch.h"
 
@@ -563,16 +562,12 @@ static int manual_up(const struct vm_switch *sw, char *err, size_t errlen)
  * ports, so every guest starting or stopping would change the gateway's
  * MAC under the other guests; a MAC we set stays.
  */
-static void random_mac(char out[18])
+static void random_mac(char out[MAC_STRLEN])
 {
-	unsigned char b[6] = {0};
+	uint8_t mac[MAC_LEN];
 
-	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
-		uint32_t t = (uint32_t)getpid() ^ (uint32_t)time(NULL) * 2654435761u;
-		memcpy(b + 2, &t, 4);
-	}
-	b[0] = (unsigned char)((b[0] & 0xfe) | 0x02);
-	snprintf(out, 18, "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
+	mac_random_local(mac);
+	mac_format(mac, out);
 }
 
 /* Create vm-NAME when missing; -1 when the name is taken by something else. */

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/mac.h"
 #include "vm/vm.h"
 
 static void read_all(int fd, char *out, size_t outlen)
@@ -115,13 +116,10 @@ void vm_uuid(char out[37])
 
 void vm_mac(char out[18])
 {
-	unsigned char b[3];
+	uint8_t mac[MAC_LEN];
 
-	/* vm-bhyve keeps the fourth byte below 0x10 and avoids 0:00:00. */
-	do
-		random_bytes(b, sizeof(b));
-	while ((b[0] & 0x0f) == 0 && b[1] == 0 && b[2] == 0);
-	snprintf(out, 18, "58:9c:fc:%02x:%02x:%02x", b[0] & 0x0f, b[1], b[2]);
+	mac_random_guest(mac);
+	mac_format(mac, out);
 }
 
 bool vm_confirm(const char *question)

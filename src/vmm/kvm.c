@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "lib/hostkvm.h"
 #include "vmm/irq.h"
 #include "vmm/vcpu.h"
 
@@ -16,9 +17,7 @@
 
 static const char *kvm_device_path(void)
 {
-	const char *p = getenv("KHYVE_KVM_DEV");
-
-	return (p != NULL && *p != '\0') ? p : "/dev/kvm";
+	return host_kvm_device();
 }
 
 static int kvm_require_caps(int kvm_fd, char *err, size_t errlen)

@@ -26,7 +26,7 @@
  */
 #include "fuzz.h"
 
-#include "bus/iobus.h"
+#include "core/iobus.h"
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "lib/config.h"

@@ -28,7 +28,7 @@
  */
 #include "fuzz.h"
 
-#include "bus/iobus.h"
+#include "core/iobus.h"
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "dev/nvme.h"

@@ -1,6 +1,6 @@
 /*
  * Unit tests for the ACPI tables (src/boot/acpi.h) and the AML encoder
- * (src/boot/aml.h).  The tables are walked the way an OS does, from the RSDP
+ * (src/lib/aml.h).  The tables are walked the way an OS does, from the RSDP
  * through guest-physical pointers; offsets per ACPI 6.4 chapter 5.
  */
 #include "unit.h"
@@ -8,8 +8,10 @@
 #include <sys/stat.h>
 
 #include "boot/acpi.h"
-#include "boot/aml.h"
+#include "lib/aml.h"
+#include "dev/lpc.h"
 #include "dev/pm.h"
+#include "lib/config.h"
 #include "vmm/cpuid.h"
 #include "vmm/kvm.h"
 
@@ -65,12 +67,25 @@ static struct image build(const struct acpi_config *cfg, uint64_t base)
 	return im;
 }
 
+/* The LPC devices' DSDT entries come from their own hooks, which read the
+ * config tree: no serial ports until set_com(). */
 static void config_n(struct acpi_config *cfg, unsigned n)
 {
 	memset(cfg, 0, sizeof(*cfg));
+	config_reset();
+	cfg->lpc_dsdt = lpc_write_dsdt;
 	cfg->ncpus = n;
 	for (unsigned i = 0; i < n; i++)
 		cfg->apic_id[i] = i;
+}
+
+/* COM port `index` (0 = COM1) configured, as -l comN,stdio does. */
+static void set_com(unsigned index)
+{
+	char key[32];
+
+	snprintf(key, sizeof(key), "lpc.com%u.path", index + 1);
+	assert_int_equal(config_set(key, "stdio"), 0);
 }
 
 /* The RSDP; returns the RSDT and XSDT addresses. */
@@ -654,8 +669,8 @@ static void test_dsdt(void **state)
 	free(im.buf);
 
 	/* COM1 and COM3. */
-	cfg.com[0] = true;
-	cfg.com[2] = true;
+	set_com(0);
+	set_com(2);
 	im = build(&cfg, ACPI_TABLES_GPA);
 	w = walk_tables(&im);
 	len = table_len(w.dsdt);
@@ -677,7 +692,7 @@ static void test_dsdt(void **state)
 
 	/* All four. */
 	for (int i = 0; i < 4; i++)
-		cfg.com[i] = true;
+		set_com(i);
 	im = build(&cfg, ACPI_TABLES_GPA);
 	w = walk_tables(&im);
 	r = (struct aml_reader){w.dsdt + HDR, w.dsdt + table_len(w.dsdt), 0, 0, {{0}}};
@@ -716,7 +731,7 @@ static void test_build_small_buffers(void **state)
 	(void)state;
 	assert_non_null(buf);
 	config_n(&cfg, 3);
-	cfg.com[0] = true;
+	set_com(0);
 	need = acpi_build(buf, ACPI_TABLES_SIZE, ACPI_TABLES_GPA, &cfg);
 	assert_true(need > 0);
 	free(buf);
@@ -740,7 +755,7 @@ static void test_deterministic(void **state)
 
 	(void)state;
 	config_n(&cfg, 8);
-	cfg.com[1] = true;
+	set_com(1);
 	a = build(&cfg, ACPI_TABLES_GPA);
 	b = build(&cfg, ACPI_TABLES_GPA);
 	assert_int_equal(a.len, b.len);
@@ -812,8 +827,8 @@ static void test_iasl(void **state)
 		skip();
 	}
 	config_n(&cfg, 4);
-	cfg.com[0] = true;
-	cfg.com[1] = true;
+	set_com(0);
+	set_com(1);
 	im = build(&cfg, ACPI_TABLES_GPA);
 	w = walk_tables(&im);
 	dir = unit_mkdtemp();

@@ -17,7 +17,7 @@
 
 #include <fcntl.h>
 
-#include "bus/iobus.h"
+#include "core/iobus.h"
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "lib/config.h"

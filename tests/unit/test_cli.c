@@ -419,6 +419,67 @@ static void test_help(void **state)
 	unit_capture_close(&c);
 }
 
+static void test_long_help(void **state)
+{
+	(void)state;
+	assert_int_equal(RUN("--help"), CLI_DONE);
+	assert_contains(unit_capture_text(&out), "Usage: khyve");
+	expect_error(RUN("--halp", "vm"), "unknown option --halp");
+}
+
+/* Every registered device has a one-line description. */
+static void expect_one_line_each(const char *text, const char *const *names)
+{
+	for (; *names != NULL; names++)
+		assert_contains(text, *names);
+	for (const char *line = text; *line != '\0'; line = strchr(line, '\n') + 1) {
+		const char *nl = strchr(line, '\n');
+
+		assert_non_null(nl);
+		/* "  NAME  DESCRIPTION": a description after the name column. */
+		assert_true(nl - line > 20);
+	}
+}
+
+static void test_device_lists(void **state)
+{
+	static const char *const emulations[] = {"virtio-blk", "virtio-net", "nvme",     "ahci-cd",
+	                                         "hostbridge", "lpc",        "piix4-pm", NULL};
+	static const char *const lpc_devices[] = {"comN",     "bootrom",    "fwcfg",
+	                                          "debugcon", "pc-testdev", NULL};
+
+	(void)state;
+	assert_int_equal(RUN("-s", "help"), CLI_DONE);
+	expect_one_line_each(unit_capture_text(&out), emulations);
+	unit_capture_close(&out);
+	assert_non_null(unit_capture_open(&out));
+	assert_int_equal(RUN("-c", "2", "-l", "help"), CLI_DONE);
+	expect_one_line_each(unit_capture_text(&out), lpc_devices);
+	/* Built-in devices are not -l options. */
+	assert_null(strstr(unit_capture_text(&out), "atkbdc"));
+}
+
+static void test_device_usage(void **state)
+{
+	(void)state;
+	assert_int_equal(RUN("-s", "4,virtio-blk,help"), CLI_DONE);
+	assert_contains(unit_capture_text(&out), "num-queues=N");
+	assert_contains(unit_capture_text(&out), "rom=FILE");
+	assert_int_equal(RUN("-s", "nvme,help"), CLI_DONE);
+	assert_contains(unit_capture_text(&out), "ram=MiB");
+	assert_int_equal(RUN("-s", "0:5:1,virtio-net,tap0,help"), CLI_DONE);
+	assert_contains(unit_capture_text(&out), "mac=MAC");
+	assert_int_equal(RUN("-l", "COM2,help"), CLI_DONE);
+	assert_contains(unit_capture_text(&out), "tcp=IP:PORT");
+	assert_int_equal(RUN("-l", "fwcfg,help"), CLI_DONE);
+	assert_contains(unit_capture_text(&out), "none");
+	expect_error(RUN("-s", "virtio-blkk,help"), "unknown PCI emulation 'virtio-blkk'");
+	expect_error(RUN("-l", "com5,help"), "unknown LPC device 'com5'");
+	expect_error(RUN("-l", "atkbdc,help"), "unknown LPC device 'atkbdc'");
+	/* "help" as a device option only counts at the end. */
+	expect_error(RUN("-s", "help,virtio-blk"), "bad PCI slot");
+}
+
 static void test_boot_validation(void **state)
 {
 	char k[600], m[600], i[600], b[600];
@@ -496,6 +557,9 @@ int main(void)
 	    T(test_pci_slots),
 	    T(test_dump),
 	    T(test_help),
+	    T(test_long_help),
+	    T(test_device_lists),
+	    T(test_device_usage),
 	    T(test_boot_validation),
 	    T(test_validate_direct),
 	};

@@ -8,6 +8,7 @@
 
 #include "boot/e820.h"
 #include "boot/linux.h"
+#include "lib/file.h"
 #include "vmm/mem.h"
 
 #define KIB (1ull << 10)
@@ -578,7 +579,7 @@ static void test_initrd_addr_no_fit(void **state)
 	assert_int_equal(linux_initrd_addr(&info, 3 * GIB, 4096), 0);
 }
 
-static void test_boot_read_file(void **state)
+static void test_file_read_all(void **state)
 {
 	char err[512], *dir, *path, missing[600];
 	uint8_t *buf;
@@ -589,25 +590,25 @@ static void test_boot_read_file(void **state)
 	assert_non_null(dir);
 	path = unit_write_text(dir, "k", "0123456789");
 	assert_non_null(path);
-	buf = boot_read_file(path, 1 << 20, &len, err, sizeof(err));
+	buf = file_read_all(path, 1 << 20, &len, err, sizeof(err));
 	assert_non_null(buf);
 	assert_int_equal(len, 10);
 	assert_memory_equal(buf, "0123456789", 10);
 	free(buf);
 	/* Too big for `max`. */
-	assert_null(boot_read_file(path, 9, &len, err, sizeof(err)));
+	assert_null(file_read_all(path, 9, &len, err, sizeof(err)));
 	assert_contains(err, path);
 	free(path);
 	/* Empty. */
 	path = unit_write_text(dir, "empty", "");
-	assert_null(boot_read_file(path, 1 << 20, &len, err, sizeof(err)));
+	assert_null(file_read_all(path, 1 << 20, &len, err, sizeof(err)));
 	assert_contains(err, path);
 	free(path);
 	/* Missing / a directory. */
 	snprintf(missing, sizeof(missing), "%s/missing", dir);
-	assert_null(boot_read_file(missing, 1 << 20, &len, err, sizeof(err)));
+	assert_null(file_read_all(missing, 1 << 20, &len, err, sizeof(err)));
 	assert_contains(err, missing);
-	assert_null(boot_read_file(dir, 1 << 20, &len, err, sizeof(err)));
+	assert_null(file_read_all(dir, 1 << 20, &len, err, sizeof(err)));
 	assert_contains(err, dir);
 	unit_rmtree(dir);
 	free(dir);
@@ -631,7 +632,7 @@ int main(void)
 	    cmocka_unit_test(test_zero_page_hostile_header),
 	    cmocka_unit_test(test_initrd_addr),
 	    cmocka_unit_test(test_initrd_addr_no_fit),
-	    cmocka_unit_test(test_boot_read_file),
+	    cmocka_unit_test(test_file_read_all),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -168,7 +168,7 @@ static void fill_acpi(struct acpi_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->ncpus = 2;
 	cfg->apic_id[1] = 1;
-	cfg->com[0] = true;
+	config_set("lpc.com1.path", "stdio");
 	cfg->ecam_base = 0xe0000000;
 	cfg->ecam_size = 0x10000000;
 	cfg->mmio32_base = 0xc0000000;

@@ -1,7 +1,7 @@
-/* Unit tests for the I/O bus (src/bus/iobus.h). */
+/* Unit tests for the I/O bus (src/core/iobus.h). */
 #include "unit.h"
 
-#include "bus/iobus.h"
+#include "core/iobus.h"
 
 /* A device that records its last access and answers reads with a value
  * derived from the offset. */

@@ -18,7 +18,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "bus/iobus.h"
+#include "core/iobus.h"
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "dev/nvme.h"

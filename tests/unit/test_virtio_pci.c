@@ -15,7 +15,7 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "bus/iobus.h"
+#include "core/iobus.h"
 #include "bus/pci.h"
 #include "bus/virtio_pci.h"
 #include "core/machine.h"
@@ -147,6 +147,7 @@ PCI_DEVEMU(unit_virtio) = {
     .bar_read = virtio_pci_bar_read,
     .bar_write = virtio_pci_bar_write,
     .bar_moved = virtio_pci_bar_moved,
+    .vector_changed = virtio_pci_vector_changed,
 };
 
 static struct machine m;
@@ -784,6 +785,46 @@ static void test_isr(void **state)
 	assert_false(f->intx_asserted);
 }
 
+/* MSI-X table and PBA of virtio-rnd (BAR 1), written as the guest does so
+ * that the PCI layer's vector_changed hook runs. */
+#define MSIX_BAR 1
+
+static void msix_set_masked(unsigned vec, bool masked)
+{
+	uint64_t ctrl = masked;
+
+	if (!iobus_access(&m.mmio, f->bar[MSIX_BAR].addr + 16ull * vec + 12, 4, true, &ctrl))
+		fail_msg("MSI-X table write unclaimed");
+}
+
+static uint64_t msix_pba(void)
+{
+	uint64_t v = 0;
+
+	if (!iobus_access(&m.mmio, f->bar[MSIX_BAR].addr + f->msix.pba_offset, 8, false, &v))
+		fail_msg("PBA read unclaimed");
+	return v;
+}
+
+/* MSI-X on with vectors 0 and 1 unmasked, as a driver leaves them. */
+static void msix_on(void)
+{
+	pci_cfg_write(0, 3, 0, f->msix.cap + 2, 2, 0x8000);
+	assert_true(pci_msix_enabled(f));
+	msix_set_masked(0, false);
+	msix_set_masked(1, false);
+}
+
+/* One event waiting in `fd`, and none after it. */
+static void assert_one_event(int fd)
+{
+	uint64_t cnt = 0;
+
+	assert_int_equal(read(fd, &cnt, sizeof(cnt)), sizeof(cnt));
+	assert_int_equal(cnt, 1);
+	assert_true(read(fd, &cnt, sizeof(cnt)) < 0);
+}
+
 static void test_msix_interrupts(void **state)
 {
 	uint64_t cnt = 0;
@@ -792,8 +833,7 @@ static void test_msix_interrupts(void **state)
 	(void)state;
 	wr(CC_Q_MSIX, 2, 0);
 	wr(CC_MSIX_CONFIG, 2, 1);
-	pci_cfg_write(0, 3, 0, f->msix.cap + 2, 2, 0x8000);
-	assert_true(pci_msix_enabled(f));
+	msix_on();
 	fd0 = pci_msix_irqfd(f, 0);
 	fd1 = pci_msix_irqfd(f, 1);
 	assert_true(fd0 >= 0 && fd1 >= 0 && fd0 != fd1);
@@ -818,6 +858,85 @@ static void test_msix_interrupts(void **state)
 	virtio_queue_interrupt(vd, 0);
 	assert_true(f->intx_asserted);
 	assert_int_equal(rd(REGION_ISR, 1), 1);
+}
+
+/* A masked vector's interrupt waits in the PBA and goes out on unmask
+ * (PCI 3.0 6.8.2.9); the cached irqfd follows the mask. */
+static void test_msix_mask_pending(void **state)
+{
+	uint64_t cnt = 0, one = 1;
+	int fd0;
+
+	(void)state;
+	wr(CC_Q_MSIX, 2, 0);
+	msix_on();
+	fd0 = pci_msix_irqfd(f, 0);
+	assert_int_equal(vd->queue[0].irqfd, fd0);
+	/* Masked: no fd in the cache, the interrupt sets pending bit 0. */
+	msix_set_masked(0, true);
+	assert_int_equal(vd->queue[0].irqfd, -1);
+	virtio_queue_interrupt(vd, 0);
+	assert_int_equal(msix_pba(), 1);
+	assert_true(read(fd0, &cnt, sizeof(cnt)) < 0);
+	/* Unmasked: delivered (the bit clears), the cache is back. */
+	msix_set_masked(0, false);
+	assert_int_equal(msix_pba(), 0);
+	assert_int_equal(vd->queue[0].irqfd, fd0);
+	virtio_queue_interrupt(vd, 0);
+	assert_one_event(fd0);
+	assert_int_equal(msix_pba(), 0);
+	/* The function mask holds it back the same way. */
+	pci_cfg_write(0, 3, 0, f->msix.cap + 2, 2, 0xc000);
+	assert_int_equal(vd->queue[0].irqfd, -1);
+	virtio_queue_interrupt(vd, 0);
+	assert_int_equal(msix_pba(), 1);
+	pci_cfg_write(0, 3, 0, f->msix.cap + 2, 2, 0x8000);
+	assert_int_equal(msix_pba(), 0);
+	/* An event a thread sent through its copy of the fd just before the
+	 * mask (no KVM here to take it) becomes the pending bit. */
+	assert_int_equal(write(fd0, &one, sizeof(one)), sizeof(one));
+	msix_set_masked(0, true);
+	assert_int_equal(msix_pba(), 1);
+	assert_true(read(fd0, &cnt, sizeof(cnt)) < 0);
+	msix_set_masked(0, false);
+	assert_int_equal(msix_pba(), 0);
+	/* MSI-X off: the cache empties, interrupts go to ISR and INTx. */
+	pci_cfg_write(0, 3, 0, f->msix.cap + 2, 2, 0);
+	assert_int_equal(vd->queue[0].irqfd, -1);
+	virtio_queue_interrupt(vd, 0);
+	assert_true(f->intx_asserted);
+	assert_int_equal(rd(REGION_ISR, 1), 1);
+}
+
+/* A new vector for a queue (or the configuration) takes the next interrupt. */
+static void test_msix_vector_redirect(void **state)
+{
+	int fd0, fd1;
+
+	(void)state;
+	msix_on();
+	fd0 = pci_msix_irqfd(f, 0);
+	fd1 = pci_msix_irqfd(f, 1);
+	wr(CC_Q_MSIX, 2, 0);
+	virtio_queue_interrupt(vd, 0);
+	assert_one_event(fd0);
+	wr(CC_Q_MSIX, 2, 1);
+	virtio_queue_interrupt(vd, 0);
+	assert_one_event(fd1);
+	assert_true(read(fd0, &(uint64_t){0}, 8) < 0);
+	wr(CC_MSIX_CONFIG, 2, 0);
+	virtio_config_changed(vd);
+	assert_one_event(fd0);
+	wr(CC_MSIX_CONFIG, 2, 1);
+	virtio_config_changed(vd);
+	assert_one_event(fd1);
+	/* A reset forgets the vectors and the cache. */
+	set_status(0);
+	assert_int_equal(vd->queue[0].irqfd, -1);
+	assert_int_equal(vd->config_irqfd, -1);
+	virtio_queue_interrupt(vd, 0);
+	assert_true(read(fd0, &(uint64_t){0}, 8) < 0);
+	assert_true(read(fd1, &(uint64_t){0}, 8) < 0);
 }
 
 static void test_other_regions(void **state)
@@ -1085,6 +1204,7 @@ static void test_request_msix_event_idx(void **state)
 	setup_queue(4, DESC_GPA, AVAIL_GPA, USED_GPA);
 	wr(CC_Q_MSIX, 2, 0);
 	wr(CC_Q_ENABLE, 2, 1);
+	msix_set_masked(0, false);
 	fd = pci_msix_irqfd(f, 0);
 	assert_true(fd >= 0);
 	set_status(ST_ACK | ST_DRV | ST_FOK | ST_DOK);
@@ -1298,6 +1418,32 @@ static void test_queue_addr_straddling_write(void **state)
 	regression(ok, "straddling write to queue_desc/queue_driver: %s", why);
 }
 
+/* With the device and PCI locks held elsewhere, an MSI-X interrupt still
+ * goes out: the path takes neither (a lock would hang the child). */
+static const char *lockless_interrupt_body(void)
+{
+	int fd0 = pci_msix_irqfd(f, 0);
+	uint64_t cnt = 0;
+
+	pthread_mutex_lock(&vd->lock);
+	pthread_mutex_lock(&f->cfg_lock);
+	virtio_queue_interrupt(vd, 0);
+	if (read(fd0, &cnt, sizeof(cnt)) != sizeof(cnt) || cnt != 1)
+		return "no event on vector 0's irqfd";
+	return NULL;
+}
+
+static void test_msix_interrupt_takes_no_lock(void **state)
+{
+	char why[256];
+
+	(void)state;
+	wr(CC_Q_MSIX, 2, 0);
+	msix_on();
+	if (!run_child(lockless_interrupt_body, why, sizeof(why)))
+		fail_msg("%s", why);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup(f, reset)
@@ -1315,6 +1461,8 @@ int main(void)
 	    T(test_reset),
 	    T(test_isr),
 	    T(test_msix_interrupts),
+	    T(test_msix_mask_pending),
+	    T(test_msix_vector_redirect),
 	    T(test_other_regions),
 	    T(test_needs_reset),
 	    T(test_device_config),
@@ -1325,6 +1473,7 @@ int main(void)
 	    T(test_malformed_chain_reset),
 	    T(test_driver_ok_cleared),
 	    T(test_queue_addr_straddling_write),
+	    T(test_msix_interrupt_takes_no_lock),
 	};
 #undef T
 

@@ -1,4 +1,4 @@
-#include "boot/aml.h"
+#include "lib/aml.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -339,4 +339,22 @@ void aml_resource_end(struct aml *a, size_t mark)
 	for (unsigned i = 0; i < 4; i++)
 		a->data[size_at + i] = (uint8_t)(size >> (8 * i));
 	aml_close(a, mark);
+}
+
+void aml_isa_device(struct aml *a, const char *name, const char *hid, unsigned uid,
+		    uint16_t port, uint8_t len, int irq)
+{
+	size_t dev = aml_device(a, name), res;
+
+	aml_name_decl(a, "_HID");
+	aml_eisaid(a, hid);
+	aml_name_decl(a, "_UID");
+	aml_integer(a, uid);
+	aml_name_decl(a, "_CRS");
+	res = aml_resource_template(a);
+	aml_res_io(a, port, len);
+	if (irq >= 0)
+		aml_res_irq(a, (uint8_t)irq);
+	aml_resource_end(a, res);
+	aml_close(a, dev);
 }

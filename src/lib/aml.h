@@ -70,4 +70,13 @@ void aml_res_dword_mem(struct aml *a, uint32_t min, uint32_t max);
 void aml_res_qword_mem(struct aml *a, uint64_t min, uint64_t max);
 void aml_resource_end(struct aml *a, size_t mark);
 
+/*
+ * Device(name) with _HID `hid` (an EISA ID such as "PNP0501"), _UID `uid`
+ * and a _CRS of one I/O range [port, port+len) and, when irq >= 0, one
+ * IRQ: how an ISA device behind the LPC bridge describes itself (ACPI 6.4
+ * sections 6.1.5, 6.1.12, 6.2.2).
+ */
+void aml_isa_device(struct aml *a, const char *name, const char *hid, unsigned uid,
+		    uint16_t port, uint8_t len, int irq);
+
 #endif

@@ -1,4 +1,4 @@
-#include "bus/iobus.h"
+#include "core/iobus.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "core/vmrun.h"
+#include "run/vmrun.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include "boot/bootrom.h"
 #include "boot/e820.h"
 #include "boot/firmware.h"
-#include "boot/linux.h"
+#include "boot/loader.h"
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "core/mevent.h"
@@ -95,12 +95,6 @@ static void fill_acpi_config(struct machine *m, struct acpi_config *cfg)
 	cfg->ncpus = m->vm.ncpus;
 	for (unsigned i = 0; i < m->vm.ncpus && i < ACPI_MAX_CPUS; i++)
 		cfg->apic_id[i] = topo_apic_id(&m->vm.topo, i);
-	for (unsigned i = 0; i < 4; i++) {
-		char key[32];
-
-		snprintf(key, sizeof(key), "lpc.com%u.path", i + 1);
-		cfg->com[i] = config_get(key) != NULL;
-	}
 	cfg->ecam_base = PCI_ECAM_GPA;
 	cfg->ecam_size = PCI_ECAM_SIZE;
 	cfg->mmio32_base = PCI_MMIO32_BASE;
@@ -109,6 +103,7 @@ static void fill_acpi_config(struct machine *m, struct acpi_config *cfg)
 	cfg->io_end = 0xffff;
 	pci_mmio64_window(&cfg->mmio64_base, &cfg->mmio64_size);
 	cfg->pci_dsdt = pci_write_dsdt;
+	cfg->lpc_dsdt = lpc_write_dsdt;
 }
 
 /* ACPI tables at ACPI_TABLES_GPA; returns the RSDP's address or 0. */
@@ -149,60 +144,16 @@ static int boot_linux(struct machine *m, struct boot_cpu_state *cpu, char *err, 
 	rsdp = install_acpi(m, err, errlen);
 	if (rsdp == 0)
 		return -1;
-	return linux_load(&m->vm.mem, &lb, &map, rsdp, cpu, err, errlen);
-}
-
-/* Where the variable store's read-only window is (read-array mode). */
-static struct vars_window {
-	struct machine *m;
-	int slot;
-	uint64_t gpa;
-} vars_window;
-
-static void vars_array_mode(void *arg, bool on)
-{
-	struct vars_window *w = arg;
-
-	if (vm_rom_window_set(&w->m->vm, w->slot, w->gpa, pflash_size(w->m->vars),
-			      pflash_data(w->m->vars), on) < 0)
-		log_warn("variable store: cannot switch its read window %s", on ? "on" : "off");
-}
-
-/* The VARFILE of -l bootrom,ROM,VARFILE: a CFI flash ending where the ROM
- * starts (OVMF's 4 MiB layout: variables at 0xFFC00000, code above).
- * Reads in read-array mode go through a read-only window, without exits. */
-static int attach_vars(struct machine *m, uint64_t rom_size, char *err, size_t errlen)
-{
-	const char *path = config_get("lpc.bootvars");
-	uint64_t base;
-
-	if (path == NULL)
-		return 0;
-	m->vars = pflash_open(path, err, errlen);
-	if (m->vars == NULL)
-		return -1;
-	base = (1ull << 32) - rom_size - pflash_size(m->vars);
-	if (machine_register_mmio(m, base, pflash_size(m->vars), pflash_access, m->vars,
-				  "bootvars") < 0) {
-		snprintf(err, errlen, "no room for the variable store below the boot ROM");
-		return -1;
-	}
-	vars_window = (struct vars_window){m, -1, base};
-	vars_window.slot = vm_rom_window_add(&m->vm, base, pflash_size(m->vars), pflash_data(m->vars));
-	if (vars_window.slot >= 0)
-		pflash_set_array_hook(m->vars, vars_array_mode, &vars_window);
-	return 0;
+	return kernel_load(&m->vm.mem, &lb, &map, rsdp, cpu, err, errlen);
 }
 
 /* Boot ROM, plus what fw_cfg tells the firmware (when lpc.fwcfg is on). */
-static int boot_rom(struct machine *m, const char *rom, char *err, size_t errlen)
+static int boot_rom(struct machine *m, char *err, size_t errlen)
 {
 	struct acpi_config *cfg;
-	uint64_t rom_size;
 	int rc;
 
-	if (bootrom_load(&m->vm, rom, &rom_size, err, errlen) < 0 ||
-	    attach_vars(m, rom_size, err, errlen) < 0)
+	if (bootrom_attach(m, err, errlen) < 0)
 		return -1;
 	cfg = malloc(sizeof(*cfg));
 	if (cfg == NULL)
@@ -215,39 +166,14 @@ static int boot_rom(struct machine *m, const char *rom, char *err, size_t errlen
 
 static int setup_boot(struct machine *m, struct boot_cpu_state *cpu, char *err, size_t errlen)
 {
-	const char *rom = config_get("lpc.bootrom");
-
 	memset(cpu, 0, sizeof(*cpu));
 	cpu->mode = BOOT_RESET;
 	if (config_get("linux.kernel") != NULL)
 		return boot_linux(m, cpu, err, errlen);
-	if (rom != NULL)
-		return boot_rom(m, rom, err, errlen);
+	if (bootrom_configured())
+		return boot_rom(m, err, errlen);
 	snprintf(err, errlen, "nothing to boot");
 	return -1;
-}
-
-/* A read-only ROM still sees guest writes as MMIO exits; swallow them. */
-static int rom_write_sink(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
-{
-	(void)arg;
-	(void)offset;
-	(void)size;
-	if (!is_write)
-		*val = ~0ull;
-	return 0;
-}
-
-static int register_rom_sinks(struct machine *m)
-{
-	for (unsigned i = 0; i < m->vm.mem.nregions; i++) {
-		const struct gmem_region *r = &m->vm.mem.region[i];
-
-		if (r->readonly &&
-		    machine_register_mmio(m, r->gpa, r->size, rom_write_sink, NULL, "rom") < 0)
-			return -1;
-	}
-	return 0;
 }
 
 static int build_machine(struct machine *m, char *err, size_t errlen)
@@ -273,7 +199,7 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 	if (setup_loop(m, err, errlen) < 0 || lpc_init_devices(m, err, errlen) < 0 ||
 	    pci_init(m, err, errlen) < 0 || setup_boot(m, &cpu, err, errlen) < 0)
 		return -1;
-	if (register_rom_sinks(m) < 0 || vm_create_vcpus(&m->vm, err, errlen) < 0)
+	if (bootrom_register_write_sinks(m) < 0 || vm_create_vcpus(&m->vm, err, errlen) < 0)
 		return -1;
 	if (vcpu_set_boot_state(m->vm.vcpus[0], &cpu) < 0) {
 		snprintf(err, errlen, "cannot set the boot CPU state: %s", strerror(errno));

@@ -1,0 +1,46 @@
+#include "lib/file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* How to say `max` to the user: MiB when it is a whole number of them. */
+static void describe_max(size_t max, char *buf, size_t buflen)
+{
+	if (max >= (1u << 20) && (max & ((1u << 20) - 1)) == 0)
+		snprintf(buf, buflen, "%zu MiB", max >> 20);
+	else
+		snprintf(buf, buflen, "%zu bytes", max);
+}
+
+uint8_t *file_read_all(const char *path, size_t max, size_t *len, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	uint8_t *buf = NULL;
+	char limit[32];
+
+	if (f == NULL) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > max) {
+		describe_max(max, limit, sizeof(limit));
+		snprintf(err, errlen, "%s: not a regular file of 1 byte to %s", path, limit);
+		goto out;
+	}
+	buf = malloc((size_t)st.st_size);
+	if (buf == NULL || fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		snprintf(err, errlen, "cannot read %s", path);
+		free(buf);
+		buf = NULL;
+		goto out;
+	}
+	*len = (size_t)st.st_size;
+out:
+	fclose(f);
+	return buf;
+}
