@@ -496,12 +496,13 @@ static void escape_quit(struct chardev *cd)
 }
 
 /* Keys typed on a stdio terminal, escapes taken out.  Filtering can give
- * one byte more than was read (a held `~` and the byte after it); a byte
- * beyond `len` waits in `spill` for the next call. */
+ * one byte more than was read (a held `~` and the byte after it), so a
+ * held `~` reads one byte less; only with room for one byte does the
+ * second wait in `spill` for the next call. */
 static size_t read_escaped(struct chardev *cd, char *buf, size_t len)
 {
 	char in[256], out[sizeof(in) + 1];
-	size_t n, k = 0, off = 0, used;
+	size_t n, k = 0, off = 0, used, want = len < sizeof(in) ? len : sizeof(in);
 	enum tty_escape_cmd cmd = TTY_ESCAPE_NONE;
 
 	if (cd->spilled) {
@@ -509,7 +510,9 @@ static size_t read_escaped(struct chardev *cd, char *buf, size_t len)
 		buf[0] = cd->spill;
 		return 1;
 	}
-	n = read_raw(cd, in, len < sizeof(in) ? len : sizeof(in));
+	if (cd->esc.held && want > 1)
+		want--;
+	n = read_raw(cd, in, want);
 	while (off < n && cmd != TTY_ESCAPE_QUIT) {
 		k += tty_escape_filter(&cd->esc, in + off, n - off, out + k, &used, &cmd);
 		off += used;
