@@ -47,7 +47,8 @@ CORE_SRC := $(sort $(wildcard src/lib/*.c src/vmm/*.c src/bus/*.c src/dev/*.c \
 KHYVE_SRC := src/cmd/khyve.c
 
 # The vm manager: src/vm/ (also linked into unit tests) and its main().
-VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c src/lib/mac.c src/lib/hostkvm.c
+VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c src/lib/mac.c src/lib/hostkvm.c \
+          src/lib/tty_escape.c
 VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
 VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
 VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd 2>/dev/null || echo -lcjson -lmd)
@@ -64,7 +65,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean check check-deps layering format-check doc-tests unit guest-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -204,6 +205,12 @@ unit: $(UNIT_BIN) $(UNIT_SAN)
 guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUESTS)
 	@tests/guests/run
 
+# The user's terminal after khyve on stdio and `vm console`, in a tmux pane.
+term-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/san/bin/vm \
+            $(BUILD)/guests/term.rom
+	@tests/term/run $(BUILD) $(BUILD)/guests/term.rom
+	@tests/term/run $(BUILD)/san $(BUILD)/guests/term.rom
+
 vm-tests: $(BUILD)/bin/vm $(BUILD)/san/bin/vm
 	@tests/vm/run $(BUILD)
 	@tests/vm/run $(BUILD)/san
@@ -229,6 +236,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory vm-tests
 	@$(MAKE) --no-print-directory guest-tests
+	@$(MAKE) --no-print-directory term-tests
 	@$(MAKE) --no-print-directory lab-tests
 	@echo "make check: all tests passed"
 

@@ -20,6 +20,7 @@
 
 #include "core/mevent.h"
 #include "lib/log.h"
+#include "lib/tty_escape.h"
 
 enum chardev_kind { CHARDEV_STDIO, CHARDEV_DEVICE, CHARDEV_TCP, CHARDEV_PTY };
 
@@ -39,6 +40,13 @@ struct chardev {
 	struct mevent *listen_ev;
 	chardev_ready_cb ready;
 	void *arg;
+	/* stdio on a terminal only: the user's escape (chardev_set_escape) */
+	bool escape_on;
+	struct tty_escape esc;
+	chardev_escape_cb on_quit;
+	void *quit_arg;
+	bool spilled; /* `spill` holds a byte filtered out beyond the caller's room */
+	char spill;
 };
 
 /* Terminals khyve switched to raw mode, restored on exit. */
@@ -49,8 +57,17 @@ static struct {
 } raw_ttys[MAX_RAW_TTYS];
 static int nraw_ttys;
 
+/* stdout of a stdio back end, when a terminal: guest output reached it and
+ * may have changed its modes; -1 when none or already restored. */
+static volatile sig_atomic_t guest_output_tty = -1;
+
 void chardev_restore_terminals(void)
 {
+	int out = guest_output_tty;
+
+	guest_output_tty = -1;
+	if (out >= 0)
+		tty_write_restore(out);
 	for (int i = 0; i < nraw_ttys; i++)
 		tcsetattr(raw_ttys[i].fd, TCSAFLUSH, &raw_ttys[i].saved);
 }
@@ -337,6 +354,10 @@ static int open_stdio(struct chardev *cd, char *err, size_t errlen)
 {
 	cd->in_fd = STDIN_FILENO;
 	cd->out_fd = STDOUT_FILENO;
+	if (isatty(STDOUT_FILENO)) {
+		guest_output_tty = STDOUT_FILENO;
+		install_restore_handlers();
+	}
 	if (tty_make_raw(STDIN_FILENO) < 0) {
 		snprintf(err, errlen, "cannot set the terminal to raw mode: %s", strerror(errno));
 		return -1;
@@ -430,25 +451,101 @@ void chardev_close(struct chardev *cd)
 	free(cd);
 }
 
-size_t chardev_read(struct chardev *cd, void *buf, size_t len)
+/* End of input (or a read error): stop watching, or wait for the next TCP
+ * client. */
+static void input_ended(struct chardev *cd)
 {
-	ssize_t n;
+	if (cd->kind == CHARDEV_TCP) {
+		tcp_drop_client(cd);
+	} else if (!cd->eof) {
+		cd->eof = true;
+		mevent_enable(cd->in_ev, false);
+	}
+}
 
-	if (cd->in_fd < 0 || len == 0)
-		return 0;
-	n = read(cd->in_fd, buf, len);
+static size_t read_raw(struct chardev *cd, void *buf, size_t len)
+{
+	ssize_t n = read(cd->in_fd, buf, len);
+
 	if (n > 0)
 		return (size_t)n;
-	if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-		/* End of input: stop watching, or wait for the next TCP client. */
-		if (cd->kind == CHARDEV_TCP) {
-			tcp_drop_client(cd);
-		} else if (!cd->eof) {
-			cd->eof = true;
-			mevent_enable(cd->in_ev, false);
-		}
-	}
+	if (n == 0 || (errno != EAGAIN && errno != EINTR))
+		input_ended(cd);
 	return 0;
+}
+
+/* `~?`: the escapes, on the user's terminal (raw: CR LF by hand). */
+static void escape_help(const struct chardev *cd)
+{
+	char help[128];
+	int n = snprintf(help, sizeof(help),
+	                 "\r\nkhyve: %c. power off (exit 1), %c%c send %c, %c? this help\r\n",
+	                 cd->esc.ch, cd->esc.ch, cd->esc.ch, cd->esc.ch, cd->esc.ch);
+
+	if (write(STDERR_FILENO, help, (size_t)n) < 0) {
+		/* stderr gone: nobody to tell */
+	}
+}
+
+/* `~.`: no more input; the owner stops the machine. */
+static void escape_quit(struct chardev *cd)
+{
+	cd->eof = true;
+	mevent_enable(cd->in_ev, false);
+	cd->on_quit(cd->quit_arg);
+}
+
+/* Keys typed on a stdio terminal, escapes taken out.  Filtering can give
+ * one byte more than was read (a held `~` and the byte after it), so a
+ * held `~` reads one byte less; only with room for one byte does the
+ * second wait in `spill` for the next call. */
+static size_t read_escaped(struct chardev *cd, char *buf, size_t len)
+{
+	char in[256], out[sizeof(in) + 1];
+	size_t n, k = 0, off = 0, used, want = len < sizeof(in) ? len : sizeof(in);
+	enum tty_escape_cmd cmd = TTY_ESCAPE_NONE;
+
+	if (cd->spilled) {
+		cd->spilled = false;
+		buf[0] = cd->spill;
+		return 1;
+	}
+	if (cd->esc.held && want > 1)
+		want--;
+	n = read_raw(cd, in, want);
+	while (off < n && cmd != TTY_ESCAPE_QUIT) {
+		k += tty_escape_filter(&cd->esc, in + off, n - off, out + k, &used, &cmd);
+		off += used;
+		if (cmd == TTY_ESCAPE_HELP)
+			escape_help(cd);
+	}
+	if (cmd == TTY_ESCAPE_QUIT)
+		escape_quit(cd);
+	if (k > len) {
+		cd->spill = out[len];
+		cd->spilled = true;
+		k = len;
+	}
+	memcpy(buf, out, k);
+	return k;
+}
+
+size_t chardev_read(struct chardev *cd, void *buf, size_t len)
+{
+	if (cd->in_fd < 0 || len == 0)
+		return 0;
+	if (cd->escape_on)
+		return read_escaped(cd, buf, len);
+	return read_raw(cd, buf, len);
+}
+
+bool chardev_set_escape(struct chardev *cd, int ch, chardev_escape_cb quit, void *arg)
+{
+	cd->escape_on = cd->kind == CHARDEV_STDIO && ch >= 0 && isatty(cd->in_fd);
+	tty_escape_init(&cd->esc, ch);
+	cd->on_quit = quit;
+	cd->quit_arg = arg;
+	return cd->escape_on;
 }
 
 /*

@@ -1,7 +1,10 @@
 /*
  * Character back ends for serial ports, named as in bhyve(8) -l comN,...:
  *   stdio              khyve's own stdin/stdout; a terminal is put in raw mode
- *                      and always restored when khyve exits
+ *                      and always restored when khyve exits (termios, and
+ *                      on a terminal stdout autowrap, character set,
+ *                      attributes and cursor: lib/tty_escape.h); the user's
+ *                      escape `~.` is chardev_set_escape()
  *   /dev/PATH          a tty or other character device
  *   tcp=IP:PORT        listen on IP:PORT, one client at a time
  *   pty=LINK           a new pseudo-terminal in raw mode; LINK becomes a
@@ -23,6 +26,7 @@
 #ifndef KHYVE_CHARDEV_H
 #define KHYVE_CHARDEV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -30,6 +34,7 @@ struct chardev;
 struct mevent_loop;
 
 typedef void (*chardev_ready_cb)(void *arg);
+typedef void (*chardev_escape_cb)(void *arg);
 
 /*
  * Open the back end described by `spec` and watch it on `loop`.  Returns
@@ -49,6 +54,16 @@ void chardev_write(struct chardev *cd, const void *buf, size_t len);
 /* Stop / restart calling `ready` (flow control).  Thread-safe. */
 void chardev_pause_input(struct chardev *cd);
 void chardev_resume_input(struct chardev *cd);
+
+/*
+ * The user's escape on a stdio back end whose stdin is a terminal: `ch`
+ * (TTY_ESCAPE_DEFAULT, or -1 for none) at the start of a line, then `.`
+ * (or ^D) calls `quit` on the event-loop thread and ends input; `?` prints
+ * the escapes on stderr; the character twice sends it once.  Other back
+ * ends and stdin from a pipe or file pass every byte.  Returns whether the
+ * escape is active.  Call once, before input arrives.
+ */
+bool chardev_set_escape(struct chardev *cd, int ch, chardev_escape_cb quit, void *arg);
 
 /* Put back every terminal khyve changed.  Safe to call more than once and
  * from a signal handler. */

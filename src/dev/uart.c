@@ -11,6 +11,7 @@
 #include "lib/aml.h"
 #include "lib/config.h"
 #include "lib/log.h"
+#include "lib/tty_escape.h"
 
 /* Register offsets (DLAB = LCR bit 7 selects the divisor latch at 0/1). */
 #define REG_DATA 0 /* RBR on read, THR on write; DLL with DLAB */
@@ -405,6 +406,34 @@ static int isa_port_access(void *arg, uint64_t offset, unsigned size, bool is_wr
 	return 0;
 }
 
+/* The user typed `~.` on stdio: stop at once, as pulling the plug. */
+static void isa_escape_quit(void *arg)
+{
+	struct uart_isa *ui = arg;
+
+	log_info("%s: escape typed: powering off", ui->name);
+	machine_request_exit(ui->m, KHYVE_EXIT_POWEROFF);
+}
+
+/* lpc.comN.escape: the stdio escape character, or none. */
+static int isa_setup_escape(struct uart_isa *ui, char *err, size_t errlen)
+{
+	char key[32];
+	const char *value;
+	int ch;
+
+	snprintf(key, sizeof(key), "lpc.%s.escape", ui->name);
+	value = config_get(key);
+	ch = value != NULL ? tty_escape_parse(value) : TTY_ESCAPE_DEFAULT;
+	if (ch < -1) {
+		snprintf(err, errlen, "bad %s '%s' (want none or one character, e.g. ~)", key,
+		         value);
+		return -1;
+	}
+	chardev_set_escape(ui->cd, ch, isa_escape_quit, ui);
+	return 0;
+}
+
 int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *err,
 		  size_t errlen)
 {
@@ -420,6 +449,8 @@ int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *
 	snprintf(ui->name, sizeof(ui->name), "com%u", index + 1);
 	ui->uart = uart_create(&isa_ops, ui);
 	ui->cd = chardev_open(backend, m->loop, isa_input_ready, ui, err, errlen);
+	if (ui->cd != NULL && isa_setup_escape(ui, err, errlen) < 0)
+		return -1;
 	if (ui->uart == NULL || ui->cd == NULL ||
 	    machine_register_pio(m, com_ports[index].port, UART_NREGS, isa_port_access, ui,
 				 ui->name) < 0) {
@@ -483,7 +514,9 @@ LPC_DEVICE(uart) = {
 	         "  stdio            khyve's terminal (raw mode, restored on exit)\n"
 	         "  /dev/...         a tty device\n"
 	         "  tcp=IP:PORT      listen on a TCP port\n"
-	         "  pty=LINK         a new pty; LINK links to its slave\n",
+	         "  pty=LINK         a new pty; LINK links to its slave\n"
+	         "  -o lpc.comN.escape=none|C  stdio's escape character (default ~;\n"
+	         "                   ~. powers off, ~? lists the escapes)\n",
 	.init = uart_lpc_init,
 	.write_dsdt = uart_write_dsdt,
 };

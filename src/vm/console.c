@@ -3,8 +3,9 @@
  * serial port.  khyve runs each port as `-l comN,pty=DIR/comN.pty`, so the
  * link names a pty slave; we relay between it and stdin/stdout (the
  * terminal in raw mode, so the guest sees every key) until the user types
- * `~.` at the start of a line (as cu and ssh: `~~` sends one `~`, and cu's
- * `~^D` works too) or khyve exits and the pty hangs up.
+ * `~.` at the start of a line (as cu and ssh: `~~` sends one `~`, `~?`
+ * prints the escapes, and cu's `~^D` works too; lib/tty_escape.h) or
+ * khyve exits and the pty hangs up.
  *
  * console="tmux" (`vm set console=tmux`) runs the same relay inside a tmux
  * session "vm-NAME" (vm-NAME-comN for a port other than the first),
@@ -26,6 +27,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "lib/tty_escape.h"
 #include "vm/state.h"
 
 #define CONSOLE_USAGE "usage: vm console name [com1|com2]"
@@ -34,9 +36,15 @@
 
 static struct termios saved_termios;
 static volatile sig_atomic_t termios_saved;
+static volatile sig_atomic_t output_relayed; /* guest bytes may have reached stdout */
 
+/* Termios back, and on a terminal the modes guest output may have changed
+ * (SeaBIOS turns autowrap off).  Async-signal-safe. */
 static void terminal_restore(void)
 {
+	if (output_relayed)
+		tty_write_restore(STDOUT_FILENO);
+	output_relayed = 0;
 	if (termios_saved)
 		tcsetattr(STDIN_FILENO, TCSADRAIN, &saved_termios);
 	termios_saved = 0;
@@ -66,6 +74,9 @@ static int terminal_make_raw(void)
 {
 	struct termios t;
 
+	install_signal_restore();
+	atexit(terminal_restore);
+	output_relayed = 1;
 	if (!isatty(STDIN_FILENO))
 		return 0;
 	if (tcgetattr(STDIN_FILENO, &saved_termios) < 0)
@@ -74,47 +85,8 @@ static int terminal_make_raw(void)
 	cfmakeraw(&t);
 	t.c_cc[VMIN] = 1;
 	t.c_cc[VTIME] = 0;
-	install_signal_restore();
 	termios_saved = 1;
-	atexit(terminal_restore);
 	return tcsetattr(STDIN_FILENO, TCSADRAIN, &t);
-}
-
-/* ---- the `~.` escape, on the bytes the user types ---- */
-
-struct escape {
-	bool line_start; /* the last byte ended a line (or nothing was typed yet) */
-	bool tilde;      /* a '~' at line start, held back until the next byte */
-};
-
-/*
- * Copy `in` to `out` (room for n + 1 bytes), acting on escapes.  Returns
- * the number of bytes to send; *detach is set on `~.` or `~^D`, and what
- * follows it is not sent.
- */
-static size_t escape_filter(struct escape *e, const char *in, size_t n, char *out, bool *detach)
-{
-	size_t k = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		char c = in[i];
-
-		if (e->tilde) {
-			e->tilde = false;
-			if (c == '.' || c == 0x04) {
-				*detach = true;
-				return k;
-			}
-			if (c != '~')
-				out[k++] = '~';
-		} else if (e->line_start && c == '~') {
-			e->tilde = true;
-			continue;
-		}
-		out[k++] = c;
-		e->line_start = c == '\r' || c == '\n';
-	}
-	return k;
 }
 
 /* ---- the relay ---- */
@@ -153,16 +125,28 @@ enum relay_end { RELAY_CONTINUE, RELAY_DETACHED, RELAY_HANGUP, RELAY_STDOUT_GONE
 struct relay {
 	int pty;
 	bool stdin_open; /* false after EOF on stdin: guest output still flows */
-	struct escape esc;
+	struct tty_escape esc;
 	struct buf to_pty, to_out;
 };
 
-/* Keys typed: filter them into to_pty.  Returns true on detach. */
+/* `~?`: the escapes, on the user's terminal (raw: CR LF by hand). */
+static void escape_help(void)
+{
+	static const char help[] = "\r\nvm: ~. detach, ~~ send ~, ~? this help\r\n";
+
+	if (write(STDERR_FILENO, help, sizeof(help) - 1) < 0) {
+		/* stderr gone: nobody to tell */
+	}
+}
+
+/* Keys typed: filter them into to_pty, acting on escapes.  Returns true on
+ * detach (`~.`, `~^D`); what follows it is not sent. */
 static bool relay_stdin(struct relay *r)
 {
 	char in[sizeof(r->to_pty.data) / 2];
 	ssize_t n = read(STDIN_FILENO, in, sizeof(in));
-	bool detach = false;
+	size_t off = 0, used;
+	enum tty_escape_cmd cmd;
 
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return false;
@@ -170,9 +154,17 @@ static bool relay_stdin(struct relay *r)
 		r->stdin_open = false;
 		return false;
 	}
-	r->to_pty.len = escape_filter(&r->esc, in, (size_t)n, r->to_pty.data, &detach);
-	r->to_pty.off = 0;
-	return detach;
+	r->to_pty.off = r->to_pty.len = 0;
+	while (off < (size_t)n) {
+		r->to_pty.len += tty_escape_filter(&r->esc, in + off, (size_t)n - off,
+		                                   r->to_pty.data + r->to_pty.len, &used, &cmd);
+		off += used;
+		if (cmd == TTY_ESCAPE_QUIT)
+			return true;
+		if (cmd == TTY_ESCAPE_HELP)
+			escape_help();
+	}
+	return false;
 }
 
 /* Guest output into to_out.  Returns false when khyve has gone (EOF/EIO). */
@@ -216,9 +208,10 @@ static enum relay_end relay_step(struct relay *r)
 
 static enum relay_end relay_run(int pty)
 {
-	struct relay r = {.pty = pty, .stdin_open = true, .esc = {.line_start = true}};
+	struct relay r = {.pty = pty, .stdin_open = true};
 	enum relay_end end;
 
+	tty_escape_init(&r.esc, TTY_ESCAPE_DEFAULT);
 	do
 		end = relay_step(&r);
 	while (end == RELAY_CONTINUE);

@@ -2,12 +2,13 @@
  * Unit tests for serial back ends (src/backend/chardev.h) on an mevent loop
  * (src/core/mevent.h): spec parsing and errors, /dev/null, a real TCP
  * round trip on 127.0.0.1, and pty=LINK with a client on the link.  stdio
- * is not opened here: it would put the terminal running the tests into raw
- * mode.
+ * is opened only in a child whose stdin is a pty of its own: in the test
+ * process it would put the terminal running the tests into raw mode.
  */
 #include "unit.h"
 
 #include <poll.h>
+#include <pty.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -139,10 +140,81 @@ static void test_dev_null(void **state)
 	s.cd = open_spec(loop, "/dev/null", &s);
 	assert_non_null(s.cd);
 	chardev_write(s.cd, "discarded", 9);
+	/* The user's escape is for a terminal on stdio only. */
+	assert_false(chardev_set_escape(s.cd, '~', NULL, NULL));
 	chardev_pause_input(s.cd);
 	chardev_resume_input(s.cd);
 	chardev_close(s.cd);
 	chardev_close(NULL);
+}
+
+/* The stdio escape child: what the guest got, read `room` bytes at a time
+ * (room 1: a held ~ and the byte after it must wait their turn). */
+struct escape_child {
+	struct sink s;
+	size_t room;
+	bool quit;
+};
+
+static void on_ready_room(void *arg)
+{
+	struct escape_child *c = arg;
+
+	if (c->s.ngot + c->room < sizeof(c->s.got))
+		c->s.ngot += chardev_read(c->s.cd, c->s.got + c->s.ngot, c->room);
+	if (++c->s.calls > 1000)
+		mevent_loop_stop(c->s.loop);
+}
+
+static void on_escape_quit(void *arg)
+{
+	struct escape_child *c = arg;
+
+	c->quit = true;
+	mevent_loop_stop(c->s.loop);
+}
+
+/* In the child: stdin a pty slave with `typed` waiting, stdout and stderr
+ * /dev/null; 0 when the guest got exactly `want` and ~. called quit. */
+static int escape_child_run(const char *typed, const char *want, size_t room)
+{
+	struct escape_child c = {{0}, room, false};
+	int master, slave, null = open("/dev/null", O_WRONLY);
+
+	alarm(10); /* fork cleared the parent's: a hung child must die too */
+	if (null < 0 || openpty(&master, &slave, NULL, NULL, NULL) < 0 ||
+	    dup2(slave, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0 ||
+	    dup2(null, STDERR_FILENO) < 0)
+		return 2;
+	c.s.loop = mevent_loop_create();
+	c.s.cd = chardev_open("stdio", c.s.loop, on_ready_room, &c, err, sizeof(err));
+	if (c.s.cd == NULL || !chardev_set_escape(c.s.cd, '~', on_escape_quit, &c))
+		return 3;
+	if (write(master, typed, strlen(typed)) != (ssize_t)strlen(typed))
+		return 4;
+	mevent_loop_run(c.s.loop);
+	c.s.got[c.s.ngot] = '\0';
+	return c.quit && strcmp(c.s.got, want) == 0 ? 0 : 5;
+}
+
+/* stdio on a terminal: ~~ gives one ~, ~? only prints help, ~. stops;
+ * the bytes after ~. never reach the guest. */
+static void test_stdio_escape(void **state)
+{
+	pid_t pid;
+	int status;
+
+	(void)state;
+	for (size_t room = 1; room <= 2; room++) {
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0)
+			_exit(escape_child_run("ab\r~~c~x\r~y~?\r~?\r~.zz", "ab\r~c~x\r~y~?\r\r",
+			                       room));
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
 }
 
 /* A back end epoll cannot watch: reads say "nothing" (EOF), repeatedly,
@@ -590,7 +662,7 @@ int main(void)
 	    T(test_pty_round_trip),     T(test_pty_client_reattach),
 	    T(test_pty_output_without_client), T(test_pty_link_replaced),
 	    T(test_pty_link_taken_over),       T(test_pty_bad_links),
-	    T(test_loop_basics),
+	    T(test_loop_basics),               T(test_stdio_escape),
 	};
 #undef T
 
