@@ -16,6 +16,7 @@
 
 #include "lib/parse.h"
 #include "vm/commands.h"
+#include "vm/khyvecmd.h"
 #include "vm/state.h"
 #include "vm/util.h"
 
@@ -441,9 +442,11 @@ int cmd_destroy(struct vm_sys *sys, int argc, char **argv)
 		return destroy_snapshot(sys, argv[optind]);
 	if (vm_require_write(sys, "destroy") < 0 || load_stopped(sys, argv[optind], &g))
 		return 1;
-	if (!force && !vm_confirm("Are you sure you want to completely remove this virtual machine")) {
+	if (!force &&
+	    (c = vm_confirm("Are you sure you want to completely remove this virtual machine",
+			    "destroy")) <= 0) {
 		vm_guest_free(&g);
-		return 0;
+		return c < 0;
 	}
 	int rc = vm_rmtree(g.dir) < 0 ? vm_error("%s: %s", g.dir, strerror(errno)) : 0;
 	vm_guest_free(&g);
@@ -493,7 +496,18 @@ int cmd_rename(struct vm_sys *sys, int argc, char **argv)
 
 /* ---- configure ---- */
 
-/* Edit a copy; install it only when it parses, else keep it for the user. */
+/* Whether khyve could run the guest with the edited settings `conf`. */
+static int check_edit(const struct vm_sys *sys, const struct vm_guest *g, struct rcconf *conf,
+		      char *err, size_t errlen)
+{
+	struct vm_guest edited = *g;
+
+	edited.conf = conf;
+	return vm_check_settings(sys, &edited, err, errlen);
+}
+
+/* Edit a copy; install it only when it parses and its values are usable,
+ * else keep it for the user. */
 int cmd_configure(struct vm_sys *sys, int argc, char **argv)
 {
 	char err[512], tmp[PATH_MAX], *cmd, *text;
@@ -533,6 +547,11 @@ int cmd_configure(struct vm_sys *sys, int argc, char **argv)
 	}
 	if (!(edited = rcconf_load(tmp, err, sizeof(err)))) {
 		vm_error("%s (not saved; your edit is kept there)", err);
+		goto fail;
+	}
+	if (check_edit(sys, &g, edited, err, sizeof(err)) < 0) {
+		rcconf_free(edited);
+		vm_error("%s (not saved; your edit is kept in %s)", err, tmp);
 		goto fail;
 	}
 	rcconf_free(edited);

@@ -124,15 +124,25 @@ void vm_mac(char out[18])
 	snprintf(out, 18, "58:9c:fc:%02x:%02x:%02x", b[0] & 0x0f, b[1], b[2]);
 }
 
-bool vm_confirm(const char *question)
+int vm_confirm(const char *question, const char *command)
 {
-	char line[32];
+	char line[64];
 
-	printf("%s (y/n)? ", question);
-	fflush(stdout);
-	if (!fgets(line, sizeof(line), stdin))
-		return false;
-	return line[0] == 'y' || line[0] == 'Y';
+	if (!isatty(STDIN_FILENO)) {
+		vm_error("%s: stdin is not a terminal, so nobody can answer \"%s\"; use -f",
+			 command, question);
+		return -1;
+	}
+	for (;;) {
+		printf("%s (y/n)? ", question);
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 0;
+		if (line[0] == 'y' || line[0] == 'Y')
+			return 1;
+		if (line[0] == 'n' || line[0] == 'N')
+			return 0;
+	}
 }
 
 bool vm_exists(const char *path)

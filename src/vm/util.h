@@ -26,8 +26,13 @@ void vm_uuid(char out[37]);
 /* A static MAC under bhyve's OUI 58:9c:fc, as vm-bhyve generates. */
 void vm_mac(char out[18]);
 
-/* Ask "QUESTION (y/n)? " on stdout and read a line; true for y/yes. */
-bool vm_confirm(const char *question);
+/*
+ * Ask "QUESTION (y/n)? " on stdout as vm-bhyve's util::confirm and read
+ * lines until one starts with y or n: 1 for yes, 0 for no or end of input.
+ * When stdin is not a terminal nothing is read (an EOF is no answer): -1
+ * after the one-line error "COMMAND: stdin is not a terminal ...; use -f".
+ */
+int vm_confirm(const char *question, const char *command);
 
 /* Where templates and other shared files are: $KHYVE_SHARE, then next to
  * the binary (../share/khyve installed, ../../share in the build tree). */
