@@ -176,17 +176,19 @@ static int find_image(const struct vm_sys *sys, const char *image, char *out)
 /* Write the cloud image into disk0 (raw) and grow it to the disk size. */
 static int write_image(const char *img, const char *disk, unsigned long long bytes)
 {
-	char size[32], out[1024];
-	char *conv[] = {"qemu-img", "convert", "-O", "raw", (char *)img, (char *)disk, NULL};
-	char *grow[] = {"qemu-img", "resize", "-f", "raw", (char *)disk, size, NULL};
+	char size[32], what[PATH_MAX + 64], err[PATH_MAX + 600];
+	const char *conv[] = {"qemu-img", "convert", "-O", "raw", img, disk, NULL};
+	const char *grow[] = {"qemu-img", "resize", "-f", "raw", disk, size, NULL};
 
 	snprintf(size, sizeof(size), "%llu", bytes);
 	unlink(disk);
-	if (vm_spawn(conv, out, sizeof(out)) != 0)
-		return vm_error("qemu-img convert %s failed: %.*s", img, (int)strcspn(out, "\n"), out);
-	if (vm_spawn(grow, out, sizeof(out)) != 0)
-		return vm_error("qemu-img resize to %s bytes failed (an image larger than the disk?): %.*s",
-				size, (int)strcspn(out, "\n"), out);
+	snprintf(what, sizeof(what), "qemu-img convert %s failed", img);
+	if (vm_tool_run(&(struct vm_tool){.argv = conv, .what = what}, err, sizeof(err)) < 0)
+		return vm_error("%s", err);
+	snprintf(what, sizeof(what),
+		 "qemu-img resize to %s bytes failed (an image larger than the disk?)", size);
+	if (vm_tool_run(&(struct vm_tool){.argv = grow, .what = what}, err, sizeof(err)) < 0)
+		return vm_error("%s", err);
 	return chmod(disk, 0600) == 0 ? 0 : vm_error("%s: %s", disk, strerror(errno));
 }
 
@@ -291,11 +293,12 @@ static int create_cloud_init(struct rcconf *conf, const char *dir, const char *n
 	free(user);
 	if (rc)
 		return 1;
-	char *mk[] = {"xorriso", "-as", "mkisofs", "-quiet", "-output", iso, "-volid", "cidata",
-		      "-joliet", "-rock", ci, NULL};
-	if (vm_spawn(mk, out, sizeof(out)) != 0)
-		return vm_error("cannot write seed.iso for cloud-init (xorriso): %.*s",
-				(int)strcspn(out, "\n"), out);
+	const char *mk[] = {"xorriso", "-as", "mkisofs", "-quiet", "-output", iso, "-volid",
+			    "cidata", "-joliet", "-rock", ci, NULL};
+	const struct vm_tool t = {.argv = mk,
+				  .what = "cannot write seed.iso for cloud-init (xorriso)"};
+	if (vm_tool_run(&t, out, sizeof(out)) < 0)
+		return vm_error("%s", out);
 	do
 		snprintf(key, sizeof(key), "disk%u_name", n);
 	while (rcconf_get(conf, key) && ++n < MAX_DISKS);

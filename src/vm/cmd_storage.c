@@ -212,92 +212,10 @@ static bool tool_installed(const char *name)
 	return false;
 }
 
-/* The first non-blank line of `text`, less a leading "TOOL: ", into `out`. */
-static void first_line(const char *text, const char *tool, char *out, size_t len)
-{
-	size_t tl = strlen(tool), n;
-
-	while (*text && isspace((unsigned char)*text))
-		text++;
-	if (!strncmp(text, tool, tl) && text[tl] == ':')
-		text += tl + 1;
-	while (*text == ' ')
-		text++;
-	n = strcspn(text, "\n");
-	snprintf(out, len, "%.*s", (int)n, text);
-}
-
-static void child_exec(const char *const argv[], int out_fd, int err_fd)
-{
-	int null = open("/dev/null", O_RDWR);
-
-	if (null >= 0) {
-		dup2(null, STDIN_FILENO);
-		dup2(out_fd >= 0 ? out_fd : null, STDOUT_FILENO);
-	}
-	dup2(err_fd, STDERR_FILENO);
-	execvp(argv[0], (char *const *)argv);
-	dprintf(STDERR_FILENO, "cannot run it: %s\n", strerror(errno));
-	_exit(127);
-}
-
-/*
- * Run argv[0] (looked up in PATH) and wait for it.  Its stdin is
- * /dev/null, its stdout goes to `out_fd` (/dev/null when -1) and its
- * stderr is collected so a failure reads as one line.  0 when it exits 0,
- * else -1 with "TOOL: its first error line" in `err`.
- */
+/* Run a tool: its stdout to `out_fd` (0: nowhere); -1 with "TOOL: why". */
 static int run_tool(const char *const argv[], int out_fd, char *err, size_t errlen)
 {
-	char text[1024], chunk[4096], line[400];
-	size_t used = 0;
-	int pipefd[2], status;
-	ssize_t n;
-	pid_t pid;
-
-	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		return -1;
-	}
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0)
-		child_exec(argv, out_fd, pipefd[1]);
-	close(pipefd[1]);
-	if (pid < 0) {
-		close(pipefd[0]);
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		return -1;
-	}
-	/* Read to the end (keeping the start) so a chatty tool never blocks. */
-	while ((n = read(pipefd[0], chunk, sizeof(chunk))) != 0) {
-		size_t take;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		take = sizeof(text) - 1 - used < (size_t)n ? sizeof(text) - 1 - used : (size_t)n;
-		memcpy(text + used, chunk, take);
-		used += take;
-	}
-	text[used] = '\0';
-	close(pipefd[0]);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			snprintf(err, errlen, "%s: %s", argv[0], strerror(errno));
-			return -1;
-		}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	first_line(text, argv[0], line, sizeof(line));
-	if (line[0])
-		snprintf(err, errlen, "%s: %s", argv[0], line);
-	else if (WIFEXITED(status))
-		snprintf(err, errlen, "%s failed (exit status %d)", argv[0], WEXITSTATUS(status));
-	else
-		snprintf(err, errlen, "%s was killed by signal %d", argv[0], WTERMSIG(status));
-	return -1;
+	return vm_tool_run(&(struct vm_tool){.argv = argv, .out_fd = out_fd}, err, errlen);
 }
 
 /* cp --reflink=auto --sparse=always --preserve=mode,timestamps SRC DST */
@@ -306,7 +224,7 @@ static int copy_file(const char *src, const char *dst, char *err, size_t errlen)
 	const char *argv[] = {"cp", CP_REFLINK, CP_SPARSE, "--preserve=mode,timestamps",
 	                      "--", src,        dst,       NULL};
 
-	return run_tool(argv, -1, err, errlen);
+	return run_tool(argv, 0, err, errlen);
 }
 
 /* ------------------------------------------------------------------ */
@@ -657,11 +575,11 @@ static int download(const char *url, const char *dst, char *err, size_t errlen)
 	if (tool_installed("curl")) {
 		const char *argv[] = {"curl", "-fsSL", "--proto", "=http,https,ftp", "-o", dst,
 		                      "--",   url,     NULL};
-		return run_tool(argv, -1, err, errlen);
+		return run_tool(argv, 0, err, errlen);
 	}
 	if (tool_installed("wget")) {
 		const char *argv[] = {"wget", "-q", "-O", dst, "--", url, NULL};
-		return run_tool(argv, -1, err, errlen);
+		return run_tool(argv, 0, err, errlen);
 	}
 	snprintf(err, errlen,
 	         "%s: downloading needs curl or wget (neither is installed); "
@@ -1088,7 +1006,7 @@ static int zfs_run(const char **argv)
 {
 	char err[ERRLEN];
 
-	return run_tool(argv, -1, err, sizeof(err)) < 0 ? vm_error("%s", err) : 0;
+	return run_tool(argv, 0, err, sizeof(err)) < 0 ? vm_error("%s", err) : 0;
 }
 
 static int zfs_snapshot(const char *dataset, const char *snap)
@@ -1244,7 +1162,7 @@ static int copy_into(const char *src_dir, char names[][NAME_MAX + 1], size_t n, 
 			goto oom;
 	if (argv_addf(&a, "%s/", dst_dir))
 		goto oom;
-	rc = run_tool((const char *const *)a.v, -1, err, errlen);
+	rc = run_tool((const char *const *)a.v, 0, err, errlen);
 	argv_free(&a);
 	return rc;
 oom:

@@ -26,6 +26,7 @@
 
 #include "vm/khyvecmd.h"
 #include "vm/net.h"
+#include "vm/util.h"
 
 #define FAULT_MAX      10  /* restarts after faults allowed ... */
 #define FAULT_WINDOW   600 /* ... within this many seconds */
@@ -347,22 +348,6 @@ static void remove_stale_ptys(const struct supervisor *s)
 
 /* ---- one run of khyve ---- */
 
-/* Run a helper (cp) quietly; true when it exits 0. */
-static bool run_helper(char *const argv[])
-{
-	int st;
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	while (pid > 0 && waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	return pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
 /* From "bootrom,CODE,VARS" with VARS == `vars`, the VARS template of CODE. */
 static bool vars_template(const char *arg, const char *vars, char *tmpl, size_t len)
 {
@@ -399,9 +384,11 @@ static int ensure_uefi_vars(struct supervisor *s, const struct argv *a)
 	for (size_t i = 0; i < a->n; i++) {
 		if (!vars_template(a->v[i], vars, tmpl, sizeof(tmpl)))
 			continue;
-		char *const cp[] = {"cp", "--reflink=auto", "--", tmpl, vars, NULL};
-		if (!run_helper(cp)) {
-			fatal(s, "cannot copy the UEFI variables template %s to %s", tmpl, vars);
+		const char *cp[] = {"cp", "--reflink=auto", "--", tmpl, vars, NULL};
+		char err[PATH_MAX + 200];
+		if (vm_tool_run(&(struct vm_tool){.argv = cp}, err, sizeof(err)) < 0) {
+			fatal(s, "cannot copy the UEFI variables template %s to %s (%s)", tmpl, vars,
+			      err);
 			return -1;
 		}
 		slog(s, "created %s from %s", vars, tmpl);
