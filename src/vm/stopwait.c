@@ -66,6 +66,19 @@ static bool not_listening(const struct vm_stop_watch *w)
 	return deaf;
 }
 
+/* Whether a countdown line stands unfinished on the terminal. */
+static bool countdown_open;
+
+/* End the countdown line so that what follows starts on a line of its own. */
+static void clear_countdown(void)
+{
+	if (!countdown_open)
+		return;
+	printf("\r\033[K");
+	fflush(stdout);
+	countdown_open = false;
+}
+
 /* Settle the guests that stopped or cannot hear; how many still wait. */
 static size_t check_guests(const struct vm_sys *sys, struct vm_stop_watch *w, size_t n, int *rc)
 {
@@ -78,6 +91,7 @@ static size_t check_guests(const struct vm_sys *sys, struct vm_stop_watch *w, si
 			w[i].settled = true;
 		} else if (not_listening(&w[i])) {
 			w[i].settled = true;
+			clear_countdown();
 			*rc = vm_error(
 			    "%s did not hear the ACPI power button (it is in its firmware or "
 			    "boot loader, or has no ACPI); use vm poweroff %s",
@@ -97,6 +111,7 @@ static void show_countdown(bool tty, size_t left, long ms_left)
 		printf("\rWaiting for %zu guest(s) to stop: %ld s left \033[K", left, s);
 	else
 		printf("Waiting for %zu guest(s) to stop: %ld s left\n", left, s);
+	countdown_open = tty;
 	fflush(stdout);
 }
 
@@ -118,7 +133,7 @@ static long now_ms(void)
 int vm_stop_wait(const struct vm_sys *sys, struct vm_stop_watch *w, size_t n, int timeout,
                  const char *hint)
 {
-	bool tty = isatty(STDOUT_FILENO), shown = false;
+	bool tty = isatty(STDOUT_FILENO);
 	long start = now_ms(), limit = timeout * 1000L, waited;
 	/* A guest that stops within a second needs no countdown. */
 	long next_show = 1000;
@@ -133,13 +148,11 @@ int vm_stop_wait(const struct vm_sys *sys, struct vm_stop_watch *w, size_t n, in
 			break;
 		if (waited >= next_show) {
 			show_countdown(tty, left, limit - waited);
-			shown = true;
 			next_show += tty ? 1000 : PLAIN_EVERY_MS;
 		}
 		sleep_step();
 	}
-	if (tty && shown)
-		printf("\r\033[K");
+	clear_countdown();
 	fflush(stdout);
 	for (size_t i = 0; left && i < n; i++)
 		if (!w[i].settled)

@@ -23,6 +23,13 @@ sed -i 's/^vm_stop_timeout=.*/vm_stop_timeout="2"/' "$KHYVE_CONF"
 expect_fail vm stop grub
 grep -q 'Waiting for 1 guest(s) to stop: [12] s left' "$scratch/out" || die "no countdown: $(cat "$scratch/out")"
 grep -q 'still running after 2 s' "$scratch/err" || die "stop timeout: $(cat "$scratch/err")"
+# On a terminal the countdown is one line, rewritten in place.
+sed -i 's/^vm_stop_timeout=.*/vm_stop_timeout="3"/' "$KHYVE_CONF"
+on_tty "$VM stop grub" </dev/null >"$scratch/out" 2>&1 || :
+tr '\r' '\n' <"$scratch/out" | grep -q '^Waiting for 1 guest(s) to stop: 2 s left' &&
+	tr '\r' '\n' <"$scratch/out" | grep -q '^Waiting for 1 guest(s) to stop: 1 s left' ||
+	die "no countdown in place: $(od -c "$scratch/out" | head -20)"
+[ "$(grep -c Waiting "$scratch/out")" = 1 ] || die "countdown not on one line: $(od -c "$scratch/out" | head)"
 vm poweroff -f grub
 
 # kill -9 of khyve: the supervisor removes the com1.pty it left behind.
