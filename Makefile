@@ -240,13 +240,18 @@ check: check-deps
 	@$(MAKE) --no-print-directory lab-tests
 	@echo "make check: all tests passed"
 
-# ---- install: binaries, templates, the systemd unit, man pages ----
+# ---- install: binaries, templates, the systemd unit, man pages, bash completion ----
 PREFIX  ?= /usr/local
 DESTDIR ?=
 SYSTEMD_DIR ?= /etc/systemd/system
+# Where bash-completion loads completions on demand (as SYSTEMD_DIR, the
+# system's place whatever PREFIX is); under DESTDIR when one is given.
+BASH_COMPLETION_DIR ?= /usr/share/bash-completion/completions
 install: $(BUILD)/bin/khyve $(BUILD)/bin/vm
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/khyve/templates \
-		$(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(SYSTEMD_DIR)
+		$(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(SYSTEMD_DIR) \
+		$(DESTDIR)$(BASH_COMPLETION_DIR)
+	install -m 644 share/completion/vm share/completion/khyve $(DESTDIR)$(BASH_COMPLETION_DIR)/
 	install -m 755 $(BUILD)/bin/khyve $(BUILD)/bin/vm $(DESTDIR)$(PREFIX)/sbin/
 	install -m 644 share/templates/*.conf $(DESTDIR)$(PREFIX)/share/khyve/templates/
 	install -m 644 share/khyve.8 share/vm.8 $(DESTDIR)$(PREFIX)/share/man/man8/

@@ -30,7 +30,7 @@ const struct vm_command vm_commands[] = {
 	{"init", cmd_init, "init"},
 	{"switch", cmd_switch, "switch list|create|info|add|remove|destroy|vlan|address|nat|private ..."},
 	{"datastore", cmd_datastore, "datastore list|add|remove ..."},
-	{"list", cmd_list, "list [-r] [--json]"},
+	{"list", cmd_list, "list [-r] [-v] [--json]"},
 	{"info", cmd_info, "info [name...]"},
 	{"create", cmd_create, "create [-d datastore] [-t template] [-s size] [-m memory] [-c cpus] [-i image] [-C -k pubkey] name"},
 	{"install", cmd_install, "install [-fi] name iso"},

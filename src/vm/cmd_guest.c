@@ -16,6 +16,7 @@
 
 #include "lib/parse.h"
 #include "vm/commands.h"
+#include "vm/khyvecmd.h"
 #include "vm/state.h"
 #include "vm/util.h"
 
@@ -175,17 +176,19 @@ static int find_image(const struct vm_sys *sys, const char *image, char *out)
 /* Write the cloud image into disk0 (raw) and grow it to the disk size. */
 static int write_image(const char *img, const char *disk, unsigned long long bytes)
 {
-	char size[32], out[1024];
-	char *conv[] = {"qemu-img", "convert", "-O", "raw", (char *)img, (char *)disk, NULL};
-	char *grow[] = {"qemu-img", "resize", "-f", "raw", (char *)disk, size, NULL};
+	char size[32], what[PATH_MAX + 64], err[PATH_MAX + 600];
+	const char *conv[] = {"qemu-img", "convert", "-O", "raw", img, disk, NULL};
+	const char *grow[] = {"qemu-img", "resize", "-f", "raw", disk, size, NULL};
 
 	snprintf(size, sizeof(size), "%llu", bytes);
 	unlink(disk);
-	if (vm_spawn(conv, out, sizeof(out)) != 0)
-		return vm_error("qemu-img convert %s failed: %.*s", img, (int)strcspn(out, "\n"), out);
-	if (vm_spawn(grow, out, sizeof(out)) != 0)
-		return vm_error("qemu-img resize to %s bytes failed (an image larger than the disk?): %.*s",
-				size, (int)strcspn(out, "\n"), out);
+	snprintf(what, sizeof(what), "qemu-img convert %s failed", img);
+	if (vm_tool_run(&(struct vm_tool){.argv = conv, .what = what}, err, sizeof(err)) < 0)
+		return vm_error("%s", err);
+	snprintf(what, sizeof(what),
+		 "qemu-img resize to %s bytes failed (an image larger than the disk?)", size);
+	if (vm_tool_run(&(struct vm_tool){.argv = grow, .what = what}, err, sizeof(err)) < 0)
+		return vm_error("%s", err);
 	return chmod(disk, 0600) == 0 ? 0 : vm_error("%s: %s", disk, strerror(errno));
 }
 
@@ -290,11 +293,12 @@ static int create_cloud_init(struct rcconf *conf, const char *dir, const char *n
 	free(user);
 	if (rc)
 		return 1;
-	char *mk[] = {"xorriso", "-as", "mkisofs", "-quiet", "-output", iso, "-volid", "cidata",
-		      "-joliet", "-rock", ci, NULL};
-	if (vm_spawn(mk, out, sizeof(out)) != 0)
-		return vm_error("cannot write seed.iso for cloud-init (xorriso): %.*s",
-				(int)strcspn(out, "\n"), out);
+	const char *mk[] = {"xorriso", "-as", "mkisofs", "-quiet", "-output", iso, "-volid",
+			    "cidata", "-joliet", "-rock", ci, NULL};
+	const struct vm_tool t = {.argv = mk,
+				  .what = "cannot write seed.iso for cloud-init (xorriso)"};
+	if (vm_tool_run(&t, out, sizeof(out)) < 0)
+		return vm_error("%s", out);
 	do
 		snprintf(key, sizeof(key), "disk%u_name", n);
 	while (rcconf_get(conf, key) && ++n < MAX_DISKS);
@@ -441,9 +445,11 @@ int cmd_destroy(struct vm_sys *sys, int argc, char **argv)
 		return destroy_snapshot(sys, argv[optind]);
 	if (vm_require_write(sys, "destroy") < 0 || load_stopped(sys, argv[optind], &g))
 		return 1;
-	if (!force && !vm_confirm("Are you sure you want to completely remove this virtual machine")) {
+	if (!force &&
+	    (c = vm_confirm("Are you sure you want to completely remove this virtual machine",
+			    "destroy")) <= 0) {
 		vm_guest_free(&g);
-		return 0;
+		return c < 0;
 	}
 	int rc = vm_rmtree(g.dir) < 0 ? vm_error("%s: %s", g.dir, strerror(errno)) : 0;
 	vm_guest_free(&g);
@@ -493,7 +499,18 @@ int cmd_rename(struct vm_sys *sys, int argc, char **argv)
 
 /* ---- configure ---- */
 
-/* Edit a copy; install it only when it parses, else keep it for the user. */
+/* Whether khyve could run the guest with the edited settings `conf`. */
+static int check_edit(const struct vm_sys *sys, const struct vm_guest *g, struct rcconf *conf,
+		      char *err, size_t errlen)
+{
+	struct vm_guest edited = *g;
+
+	edited.conf = conf;
+	return vm_check_settings(sys, &edited, err, errlen);
+}
+
+/* Edit a copy; install it only when it parses and its values are usable,
+ * else keep it for the user. */
 int cmd_configure(struct vm_sys *sys, int argc, char **argv)
 {
 	char err[512], tmp[PATH_MAX], *cmd, *text;
@@ -533,6 +550,11 @@ int cmd_configure(struct vm_sys *sys, int argc, char **argv)
 	}
 	if (!(edited = rcconf_load(tmp, err, sizeof(err)))) {
 		vm_error("%s (not saved; your edit is kept there)", err);
+		goto fail;
+	}
+	if (check_edit(sys, &g, edited, err, sizeof(err)) < 0) {
+		rcconf_free(edited);
+		vm_error("%s (not saved; your edit is kept in %s)", err, tmp);
 		goto fail;
 	}
 	rcconf_free(edited);

@@ -15,11 +15,13 @@
 
 /* ---- list ---- */
 
-#define LIST_COLS 8
+#define LIST_COLS  11 /* with -v; without it the first LIST_PLAIN */
+#define LIST_PLAIN 8
 
 struct list_ctx {
 	const struct vm_sys *sys;
 	bool running_only;
+	bool verbose;          /* -v: %CPU, RSZ and UPTIME of the running khyve */
 	cJSON *json;           /* --json: array of guests, else NULL */
 	char *(*rows)[LIST_COLS];
 	size_t n, cap;
@@ -66,10 +68,11 @@ static int add_row(struct list_ctx *c, const char *const cols[LIST_COLS])
 static void add_json(struct list_ctx *c, const char *const cols[LIST_COLS], const struct vm_status *st)
 {
 	static const char *const keys[LIST_COLS] = {"name", "datastore", "loader", "cpu",
-						    "memory", "vnc", "auto", "state"};
+						    "memory", "vnc", "auto", "state",
+						    "cpu_percent", "rsz_kib", "uptime"};
 	cJSON *o = cJSON_CreateObject();
 
-	for (int i = 0; i < LIST_COLS; i++)
+	for (int i = 0; i < (c->verbose ? LIST_COLS : LIST_PLAIN); i++)
 		cJSON_AddStringToObject(o, keys[i], cols[i]);
 	cJSON_AddBoolToObject(o, "running", st->state == VM_RUNNING);
 	if (st->supervisor)
@@ -77,22 +80,40 @@ static void add_json(struct list_ctx *c, const char *const cols[LIST_COLS], cons
 	cJSON_AddItemToArray(c->json, o);
 }
 
+/* -v's columns for khyve `pid` as ps prints them; "-" when none runs. */
+static void usage_columns(pid_t pid, char pcpu[16], char rsz[24], char up[32])
+{
+	struct vm_proc_usage u;
+
+	if (pid <= 0 || vm_proc_usage(pid, &u) < 0) {
+		strcpy(pcpu, "-");
+		strcpy(rsz, "-");
+		strcpy(up, "-");
+		return;
+	}
+	snprintf(pcpu, 16, "%.1f", u.cpu_percent);
+	snprintf(rsz, 24, "%llu", u.rss_kib);
+	vm_format_elapsed(u.uptime_s, up, 32);
+}
+
 static int list_one(struct vm_guest *g, void *arg)
 {
 	struct list_ctx *c = arg;
 	struct vm_status st;
-	char state[300], aut[32];
+	char state[300], aut[32], pcpu[16], rsz[24], up[32];
 
 	vm_status_get(c->sys, g, &st);
 	if (c->running_only && st.state != VM_RUNNING)
 		return 0;
 	vm_status_format(&st, state, sizeof(state));
 	autostart(c->sys, g->name, aut, sizeof(aut));
+	usage_columns(st.state == VM_RUNNING ? st.khyve : 0, pcpu, rsz, up);
 	const char *cols[LIST_COLS] = {
 		g->name, g->datastore,
 		g->conf ? rcconf_get_default(g->conf, "loader", "none") : "(bad config)",
 		g->conf ? rcconf_get_default(g->conf, "cpu", "-") : "-",
-		g->conf ? rcconf_get_default(g->conf, "memory", "-") : "-", "-", aut, state};
+		g->conf ? rcconf_get_default(g->conf, "memory", "-") : "-", "-", aut, state,
+		pcpu, rsz, up};
 	if (c->json)
 		add_json(c, cols, &st);
 	else if (add_row(c, cols) < 0)
@@ -104,19 +125,21 @@ static int list_one(struct vm_guest *g, void *arg)
 static void print_table(struct list_ctx *c)
 {
 	static const char *const head[LIST_COLS] = {"NAME", "DATASTORE", "LOADER", "CPU",
-						    "MEMORY", "VNC", "AUTO", "STATE"};
+						    "MEMORY", "VNC", "AUTO", "STATE",
+						    "%CPU", "RSZ", "UPTIME"};
+	int ncols = c->verbose ? LIST_COLS : LIST_PLAIN;
 	size_t w[LIST_COLS];
 
-	for (int i = 0; i < LIST_COLS; i++) {
+	for (int i = 0; i < ncols; i++) {
 		w[i] = strlen(head[i]);
 		for (size_t r = 0; r < c->n; r++)
 			if (c->rows[r][i] && strlen(c->rows[r][i]) > w[i])
 				w[i] = strlen(c->rows[r][i]);
 	}
 	for (size_t r = 0; r <= c->n; r++) {
-		for (int i = 0; i < LIST_COLS; i++) {
+		for (int i = 0; i < ncols; i++) {
 			const char *s = r == 0 ? head[i] : c->rows[r - 1][i];
-			if (i == LIST_COLS - 1)
+			if (i == ncols - 1)
 				printf("%s\n", s ? s : "");
 			else
 				printf("%-*s  ", (int)w[i], s ? s : "");
@@ -135,8 +158,10 @@ int cmd_list(struct vm_sys *sys, int argc, char **argv)
 			c.json = cJSON_CreateArray();
 		else if (!strcmp(argv[i], "-r"))
 			c.running_only = true;
+		else if (!strcmp(argv[i], "-v"))
+			c.verbose = true;
 		else
-			return vm_error("usage: vm list [-r] [--json]");
+			return vm_error("usage: vm list [-r] [-v] [--json]");
 	}
 	if (vm_sys_require_init(sys, err, sizeof(err)) < 0) {
 		cJSON_Delete(c.json);

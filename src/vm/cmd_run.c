@@ -30,7 +30,9 @@
 #include "vm/hostkvm.h"
 #include "vm/khyvecmd.h"
 #include "vm/state.h"
+#include "vm/stopwait.h"
 #include "vm/supervisor.h"
+#include "vm/util.h"
 
 #define DEFAULT_DELAY        5             /* vm_delay: vm.8 says 5 (vm-core's code uses 2) */
 #define DEFAULT_STOP_TIMEOUT 60            /* vm_stop_timeout, seconds */
@@ -109,23 +111,6 @@ static bool is_no(const char *v)
 	       !strcmp(v, "0");
 }
 
-/* Ask "QUESTION (y/n)? " as vm-bhyve's util::confirm; end of input is no. */
-static bool confirm(const char *question)
-{
-	char line[64];
-
-	for (;;) {
-		printf("%s (y/n)? ", question);
-		fflush(stdout);
-		if (!fgets(line, sizeof(line), stdin))
-			return false;
-		if (line[0] == 'y')
-			return true;
-		if (line[0] == 'n')
-			return false;
-	}
-}
-
 static void sleep_seconds(int s)
 {
 	struct timespec t = {s, 0};
@@ -173,47 +158,6 @@ static int require_running(const struct vm_guest *g, const struct vm_status *st)
 	if (st->state != VM_RUNNING)
 		return vm_error("%s is not running", g->name);
 	return 0;
-}
-
-static bool still_running(const struct vm_sys *sys, const char *name)
-{
-	struct vm_guest g;
-	struct vm_status st;
-	char err[512];
-	bool running;
-
-	if (vm_guest_find(sys, name, &g, err, sizeof(err)) < 0) {
-		vm_guest_free(&g);
-		return false;
-	}
-	vm_status_get(sys, &g, &st);
-	running = st.state == VM_RUNNING;
-	vm_guest_free(&g);
-	return running;
-}
-
-/*
- * Wait up to `timeout` seconds for every guest in `names` to stop; print a
- * line for each that still runs.  0 when all stopped, else 1.
- */
-static int wait_stopped(const struct vm_sys *sys, char **names, size_t n, int timeout,
-                        const char *hint)
-{
-	size_t left;
-	int rc = 0;
-
-	for (long waited = 0;; waited += 100) {
-		left = 0;
-		for (size_t i = 0; i < n; i++)
-			left += still_running(sys, names[i]);
-		if (!left || waited >= timeout * 1000L)
-			break;
-		sleep_ms(100);
-	}
-	for (size_t i = 0; left && i < n; i++)
-		if (still_running(sys, names[i]))
-			rc = vm_error("%s is still running after %d s%s", names[i], timeout, hint);
-	return rc;
 }
 
 /* ---- start ---- */
@@ -449,9 +393,9 @@ static int launch_tmux(const struct vm_sys *sys, const struct vm_guest *g, const
 	if (rc != 0)
 		return vm_error("%s: tmux new-session -s %s failed (is that session taken?)",
 		                g->name, session);
-	for (int i = 0; i < TMUX_START_WAIT * 10 && !still_running(sys, g->name); i++)
+	for (int i = 0; i < TMUX_START_WAIT * 10 && !vm_still_running(sys, g->name); i++)
 		sleep_ms(100);
-	if (!still_running(sys, g->name))
+	if (!vm_still_running(sys, g->name))
 		return vm_error("%s did not start; see %s/%s", g->name, g->dir, VM_RUN_LOG);
 	return 0;
 }
@@ -650,9 +594,9 @@ int cmd_install(struct vm_sys *sys, int argc, char **argv)
 
 /* ---- stop, restart, poweroff, reset ---- */
 
-/* Send `r` to each running guest in names; those it reached go to `sent`. */
+/* Send `r` to each running guest in names; `say` (may be NULL) for each reached. */
 static int request_each(const struct vm_sys *sys, char **names, size_t n, enum vm_request r,
-                        const char *say, char **sent, size_t *nsent)
+                        const char *say)
 {
 	int rc = 0;
 
@@ -672,8 +616,6 @@ static int request_each(const struct vm_sys *sys, char **names, size_t n, enum v
 		} else {
 			if (say)
 				printf(say, g.name);
-			if (sent)
-				sent[(*nsent)++] = names[i];
 		}
 		vm_guest_free(&g);
 	}
@@ -685,17 +627,15 @@ static int request_each(const struct vm_sys *sys, char **names, size_t n, enum v
 static int stop_and_wait(const struct vm_sys *sys, char **names, size_t n)
 {
 	int timeout = conf_seconds(sys, "vm_stop_timeout", DEFAULT_STOP_TIMEOUT), rc;
-	char **sent;
-	size_t nsent = 0;
+	struct vm_stop_watch *watch;
 
 	if (timeout < 0)
 		return 1;
-	if (!(sent = calloc(n, sizeof(*sent))))
+	if (!(watch = vm_stop_watch_begin(sys, names, n)))
 		return vm_error("out of memory");
-	rc =
-	    request_each(sys, names, n, VM_REQ_STOP, "Sending ACPI shutdown to %s\n", sent, &nsent);
-	rc |= wait_stopped(sys, sent, nsent, timeout, " (vm poweroff forces it off)");
-	free(sent);
+	rc = request_each(sys, names, n, VM_REQ_STOP, "Sending ACPI shutdown to %s\n");
+	rc |= vm_stop_wait(sys, watch, n, timeout, " (vm poweroff forces it off)");
+	free(watch);
 	return rc;
 }
 
@@ -740,15 +680,21 @@ static int hard_request(struct vm_sys *sys, int argc, char **argv, enum vm_reque
 	if (require_write(sys, argv[0]))
 		return 1;
 	name = argv[optind];
-	if (!still_running(sys, name))
-		return request_each(sys, &name, 1, r, NULL, NULL, NULL);
+	if (!vm_still_running(sys, name))
+		return request_each(sys, &name, 1, r, NULL);
 	snprintf(question, sizeof(question),
 	         "Are you sure you want to forcefully %s this virtual machine", what);
-	if (!force && !confirm(question))
-		return 0;
-	rc = request_each(sys, &name, 1, r, NULL, NULL, NULL);
-	if (rc == 0 && r == VM_REQ_POWEROFF)
-		rc = wait_stopped(sys, &name, 1, POWEROFF_WAIT, "");
+	if (!force && (c = vm_confirm(question, argv[0])) <= 0)
+		return c < 0;
+	rc = request_each(sys, &name, 1, r, NULL);
+	if (rc == 0 && r == VM_REQ_POWEROFF) {
+		struct vm_stop_watch *watch = vm_stop_watch_begin(sys, &name, 1);
+
+		if (!watch)
+			return vm_error("out of memory");
+		rc = vm_stop_wait(sys, watch, 1, POWEROFF_WAIT, "");
+		free(watch);
+	}
 	return rc;
 }
 
@@ -855,7 +801,7 @@ static void stop_parallel(const struct vm_sys *sys, const struct running_set *ru
 	for (size_t i = 0; i < run->n; i++)
 		printf(" %s", run->names[i]);
 	printf("\n");
-	request_each(sys, run->names, run->n, VM_REQ_STOP, NULL, NULL, NULL);
+	request_each(sys, run->names, run->n, VM_REQ_STOP, NULL);
 }
 
 static void stop_ordered(const struct vm_sys *sys, char **names, size_t n, int delay)
@@ -866,7 +812,7 @@ static void stop_ordered(const struct vm_sys *sys, char **names, size_t n, int d
 			fflush(stdout);
 			sleep_seconds(delay);
 		}
-		request_each(sys, &names[i], 1, VM_REQ_STOP, "  * stopping %s\n", NULL, NULL);
+		request_each(sys, &names[i], 1, VM_REQ_STOP, "  * stopping %s\n");
 	}
 }
 
@@ -876,16 +822,20 @@ static int stop_all(const struct vm_sys *sys, struct running_set *run, bool forc
 {
 	size_t total = run->n, nord = 0;
 	char **ordered = calloc(total, sizeof(*ordered));
+	struct vm_stop_watch *watch = NULL;
 	int rc;
 
-	if (!ordered)
+	if (!ordered || !(watch = vm_stop_watch_begin(sys, run->names, total))) {
+		free(ordered);
 		return vm_error("out of memory");
+	}
 	if (!force)
 		nord = ordered_stops(sys, run, ordered);
 	printf("Beginning shutdown process\n");
 	stop_parallel(sys, run);
 	stop_ordered(sys, ordered, nord, delay);
-	rc = wait_stopped(sys, run->names, total, timeout, " (vm poweroff forces it off)");
+	rc = vm_stop_wait(sys, watch, total, timeout, " (vm poweroff forces it off)");
+	free(watch);
 	free(ordered);
 	run->n = total;
 	return rc;

@@ -50,7 +50,8 @@ int cmd_console(struct vm_sys *sys, int argc, char **argv);
 /* cmd_switch.c */
 int cmd_switch(struct vm_sys *sys, int argc, char **argv);
 
-/* cmd_storage.c: datastore, iso, img, clone, snapshot, rollback */
+/* cmd_datastore.c, cmd_iso_img.c, cmd_snapshot.c (snapshot, rollback), cmd_clone.c;
+ * their shared helpers are in storage.c */
 int cmd_datastore(struct vm_sys *sys, int argc, char **argv);
 int cmd_iso(struct vm_sys *sys, int argc, char **argv);
 int cmd_img(struct vm_sys *sys, int argc, char **argv);

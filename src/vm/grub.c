@@ -409,60 +409,14 @@ char *vm_grub_script(const struct vm_guest *g, bool install, const char *iso, ch
 
 /* ---- building the CD ---- */
 
-/* The last non-empty line of the tool log `path`, for error messages. */
-static void last_log_line(const char *path, char *out, size_t len)
-{
-	char line[512];
-	FILE *f = fopen(path, "r");
-
-	*out = '\0';
-	if (f == NULL)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		size_t n = strcspn(line, "\r\n");
-
-		if (n == 0)
-			continue;
-		if (n >= len)
-			n = len - 1;
-		memcpy(out, line, n);
-		out[n] = '\0';
-	}
-	fclose(f);
-}
-
-/* Run argv (in folder `cwd`), its output into `log`; 0 when it exits 0. */
+/* Run argv in folder `cwd`, its output into `log`; 0 when it exits 0. */
 static int run_tool(char *const argv[], const char *cwd, const char *log, char *err,
 		    size_t errlen)
 {
-	char last[400];
-	int status;
-	pid_t pid;
+	const struct vm_tool t = {
+	    .argv = (const char *const *)argv, .cwd = cwd, .log = log, .what = "loader grub"};
 
-	pid = fork();
-	if (pid < 0) {
-		snprintf(err, errlen, "cannot run %s: %s", argv[0], strerror(errno));
-		return -1;
-	}
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-
-		if (fd < 0 || chdir(cwd) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-			_exit(126);
-		execvp(argv[0], argv);
-		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			snprintf(err, errlen, "%s: %s", argv[0], strerror(errno));
-			return -1;
-		}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	last_log_line(log, last, sizeof(last));
-	snprintf(err, errlen, "loader grub: %s failed%s%s", argv[0], *last ? ": " : "", last);
-	return -1;
+	return vm_tool_run(&t, err, errlen);
 }
 
 /* Write `text` to `path`; 0 or -1 with `err`. */

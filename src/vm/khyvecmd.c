@@ -228,7 +228,7 @@ static int must_exist(struct build *b, const char *key, const char *path)
 {
 	struct stat st;
 
-	if (stat(path, &st) == 0)
+	if (b->opts->settings_only || stat(path, &st) == 0)
 		return 0;
 	if (key)
 		return fail(b, "%s=\"%s\": %s: %s", key, rcconf_get_default(b->g->conf, key, ""),
@@ -281,7 +281,7 @@ static int add_bootrom(struct build *b, const char *rom, const char *vars, const
 {
 	struct stat st;
 
-	if (stat(rom, &st) != 0)
+	if (!b->opts->settings_only && stat(rom, &st) != 0)
 		return fail_host(b, "firmware %s: %s (%s)", rom, strerror(errno), hint);
 	if (comma_free(b, NULL, rom) < 0 || (vars && comma_free(b, NULL, vars) < 0) ||
 	    add(b, "-l") < 0)
@@ -886,5 +886,18 @@ int vm_khyve_command(const struct vm_sys *sys, const struct vm_guest *g,
 		argv_free(out);
 		return -1;
 	}
+	return 0;
+}
+
+int vm_check_settings(const struct vm_sys *sys, const struct vm_guest *g, char *err,
+		      size_t errlen)
+{
+	/* A stand-in GRUB image: the check must not build a real one. */
+	const struct vm_start_opts check = {.settings_only = true, .grub_image = "grub.iso"};
+	struct argv a = {0};
+
+	if (vm_khyve_command(sys, g, &check, &a, err, errlen) < 0)
+		return -1;
+	argv_free(&a);
 	return 0;
 }

@@ -40,6 +40,7 @@ struct vm_start_opts {
 	const struct vm_taps *taps; /* may be NULL (dry run: names are predicted) */
 	const char *grub_image; /* loader=grub: the boot image made for this run */
 	bool foreground;        /* `vm start -i`/console=tmux: com1 on stdio */
+	bool settings_only;     /* check the settings, not the host's files (configure) */
 };
 
 /*
@@ -50,6 +51,15 @@ struct vm_start_opts {
  */
 int vm_khyve_command(const struct vm_sys *sys, const struct vm_guest *g,
 		     const struct vm_start_opts *opts, struct argv *out, char *err, size_t errlen);
+
+/*
+ * Check g's settings as vm_khyve_command() would (cpu, memory, loader,
+ * disk and network types ...) without looking for its disks, firmware or
+ * GRUB image, which need not exist while the config is edited.  0, or -1
+ * with "NAME.conf: KEY=\"VALUE\": why" in `err`.
+ */
+int vm_check_settings(const struct vm_sys *sys, const struct vm_guest *g, char *err,
+		      size_t errlen);
 
 /*
  * loader="grub": write a SeaBIOS-bootable GRUB image for this run into

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "vm/switch.h"
+#include "vm/util.h"
 
 #define CMDLINE_MAX     8192
 #define STOP_WAIT_MS    3000
@@ -224,7 +225,8 @@ static int run_nft(const char *script, const char *what, char *err, size_t errle
 {
 	const char *argv[] = {"nft", "-f", "-", NULL};
 
-	return vm_tool_run(argv, script, NULL, what, err, errlen);
+	return vm_tool_run(&(struct vm_tool){.argv = argv, .input = script, .what = what}, err,
+			   errlen);
 }
 
 static int make_nat_dir(const struct vm_sys *sys, char *err, size_t errlen)
@@ -261,7 +263,8 @@ static int start_dnsmasq(const struct vm_sys *sys, const struct vm_switch *sw, c
 		goto out;
 	snprintf(what, sizeof(what), "starting dnsmasq (DHCP) on %s", sw->bridge);
 	/* dnsmasq returns once its daemon is set up, pid file written. */
-	rc = vm_tool_run((const char *const *)a.v, NULL, NULL, what, err, errlen);
+	rc = vm_tool_run(&(struct vm_tool){.argv = (const char *const *)a.v, .what = what}, err,
+			 errlen);
 out:
 	argv_free(&a);
 	return rc;

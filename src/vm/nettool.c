@@ -16,168 +16,9 @@
 #include <unistd.h>
 
 #include "vm/switch.h"
+#include "vm/util.h"
 
 #define TOOL_ARGS_MAX 32
-
-/* A memfd holding `text` (or empty), rewound for reading; -1 on error. */
-static int memfd_with(const char *name, const char *text)
-{
-	int fd = memfd_create(name, MFD_CLOEXEC);
-	size_t len = text ? strlen(text) : 0, done = 0;
-
-	while (fd >= 0 && done < len) {
-		ssize_t w = write(fd, text + done, len - done);
-		if (w < 0 && errno != EINTR) {
-			close(fd);
-			return -1;
-		}
-		done += w > 0 ? (size_t)w : 0;
-	}
-	if (fd >= 0 && lseek(fd, 0, SEEK_SET) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Everything written to `fd` as a malloc'd string (NULL when out of memory). */
-static char *memfd_read(int fd)
-{
-	off_t size = lseek(fd, 0, SEEK_END);
-	char *buf;
-	size_t done = 0;
-
-	if (size < 0 || lseek(fd, 0, SEEK_SET) < 0 || !(buf = malloc((size_t)size + 1)))
-		return NULL;
-	while (done < (size_t)size) {
-		ssize_t r = read(fd, buf + done, (size_t)size - done);
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			break;
-		}
-		done += (size_t)r;
-	}
-	buf[done] = '\0';
-	return buf;
-}
-
-/*
- * In the child: the supervisor blocks or ignores signals for its own
- * reasons, and both survive exec; a dnsmasq started from it must still
- * stop on SIGTERM.
- */
-static void reset_signals(void)
-{
-	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT};
-	sigset_t none;
-
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		signal(sigs[i], SIG_DFL);
-}
-
-/* In the child: exec argv[0] from PATH, else from the sbin folders that a
- * minimal PATH (cron, some sudo setups) leaves out. */
-static void exec_tool(const char *const argv[])
-{
-	static const char *const dirs[] = {"/usr/sbin/", "/sbin/", "/usr/bin/"};
-	char path[256];
-
-	execvp(argv[0], (char *const *)argv);
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !strchr(argv[0], '/'); i++) {
-		snprintf(path, sizeof(path), "%s%s", dirs[i], argv[0]);
-		execv(path, (char *const *)argv);
-	}
-	dprintf(2, "%s: command not found\n", argv[0]);
-	_exit(127);
-}
-
-/* The line of a tool's stderr worth showing: the first one that says
- * "Error", else the first non-blank one (nft adds context lines). */
-static void first_error_line(const char *text, char *out, size_t len)
-{
-	const char *pick = strstr(text, "Error");
-	size_t n;
-
-	if (pick) {
-		while (pick > text && pick[-1] != '\n')
-			pick--;
-	} else {
-		pick = text;
-		while (*pick == '\n' || *pick == ' ')
-			pick++;
-	}
-	n = strcspn(pick, "\n");
-	snprintf(out, len, "%.*s", (int)n, pick);
-}
-
-static void report_failure(int status, const char *tool, const char *stderr_text, const char *what,
-                           char *err, size_t errlen)
-{
-	char line[512];
-
-	first_error_line(stderr_text ? stderr_text : "", line, sizeof(line));
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && strstr(line, "command not found"))
-		snprintf(err, errlen, "%s: %s is not installed", what, tool);
-	else if (line[0])
-		snprintf(err, errlen, "%s: %s", what, line);
-	else if (WIFEXITED(status))
-		snprintf(err, errlen, "%s: %s exited with status %d", what, tool,
-		         WEXITSTATUS(status));
-	else
-		snprintf(err, errlen, "%s: %s was killed by signal %d", what, tool,
-		         WTERMSIG(status));
-}
-
-int vm_tool_run(const char *const argv[], const char *input, char **out, const char *what,
-                char *err, size_t errlen)
-{
-	int in = memfd_with("in", input), so = memfd_with("out", NULL),
-	    se = memfd_with("err", NULL);
-	int status = 0, rc = -1;
-	char *errtext = NULL;
-	pid_t pid = -1, waited;
-
-	if (out)
-		*out = NULL;
-	if (in < 0 || so < 0 || se < 0 || (pid = fork()) < 0) {
-		snprintf(err, errlen, "%s: cannot run %s: %s", what, argv[0], strerror(errno));
-		goto done;
-	}
-	if (pid == 0) {
-		if (dup2(in, 0) < 0 || dup2(so, 1) < 0 || dup2(se, 2) < 0)
-			_exit(126);
-		reset_signals();
-		exec_tool(argv);
-	}
-	while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-		;
-	if (waited < 0) {
-		snprintf(err, errlen, "%s: waiting for %s: %s", what, argv[0], strerror(errno));
-		goto done;
-	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		rc = 0;
-		if (out && !(*out = memfd_read(so))) {
-			snprintf(err, errlen, "%s: out of memory", what);
-			rc = -1;
-		}
-		goto done;
-	}
-	errtext = memfd_read(se);
-	report_failure(status, argv[0], errtext, what, err, errlen);
-done:
-	free(errtext);
-	if (in >= 0)
-		close(in);
-	if (so >= 0)
-		close(so);
-	if (se >= 0)
-		close(se);
-	return rc;
-}
 
 int vm_ip(char *err, size_t errlen, const char *what, ...)
 {
@@ -190,7 +31,7 @@ int vm_ip(char *err, size_t errlen, const char *what, ...)
 		argv[n++] = a;
 	va_end(ap);
 	argv[n] = NULL;
-	return vm_tool_run(argv, NULL, NULL, what, err, errlen);
+	return vm_tool_run(&(struct vm_tool){.argv = argv, .what = what}, err, errlen);
 }
 
 /* `ip -j ARGS` parsed; NULL with `err` on failure. */
@@ -204,7 +45,7 @@ static cJSON *ip_json(const char *const args[], const char *what, char *err, siz
 	for (size_t i = 0; args[i] && n < TOOL_ARGS_MAX; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	if (vm_tool_run(argv, NULL, &out, what, err, errlen) < 0)
+	if (vm_tool_run(&(struct vm_tool){.argv = argv, .out = &out, .what = what}, err, errlen) < 0)
 		return NULL;
 	json = cJSON_Parse(out);
 	free(out);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vm/supervisor.h"
@@ -129,4 +130,63 @@ void vm_status_format(const struct vm_status *st, char *out, size_t len)
 		snprintf(out, len, "Locked (%s)", st->host);
 	else
 		snprintf(out, len, "Stopped");
+}
+
+/* Fields 3 ... of /proc/PID/stat (field 2, the name, may hold blanks). */
+#define STAT_FIELDS 24
+
+static int read_stat_fields(pid_t pid, unsigned long long f[STAT_FIELDS + 1])
+{
+	char path[64], buf[1024], *p;
+	FILE *file;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (pid <= 0 || !(file = fopen(path, "re")))
+		return -1;
+	p = fgets(buf, sizeof(buf), file);
+	fclose(file);
+	if (!p || !(p = strrchr(buf, ')')))
+		return -1;
+	p += 2; /* at field 3, the state letter */
+	for (int i = 4; i <= STAT_FIELDS; i++) {
+		if (!(p = strchr(p, ' ')))
+			return -1;
+		f[i] = strtoull(++p, NULL, 10);
+	}
+	return 0;
+}
+
+int vm_proc_usage(pid_t pid, struct vm_proc_usage *u)
+{
+	unsigned long long f[STAT_FIELDS + 1] = {0};
+	long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	struct timespec now;
+	double up, age;
+
+	memset(u, 0, sizeof(*u));
+	if (read_stat_fields(pid, f) < 0 || hz <= 0 || page <= 0)
+		return -1;
+	/* starttime counts clock ticks since boot, as CLOCK_BOOTTIME does. */
+	clock_gettime(CLOCK_BOOTTIME, &now);
+	up = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+	age = up - (double)f[22] / (double)hz;
+	if (age < 0)
+		age = 0;
+	u->uptime_s = (unsigned long long)age;
+	u->cpu_percent = age > 0 ? 100.0 * (double)(f[14] + f[15]) / (double)hz / age : 0;
+	u->rss_kib = f[24] * (unsigned long long)page / 1024;
+	return 0;
+}
+
+void vm_format_elapsed(unsigned long long seconds, char *out, size_t len)
+{
+	unsigned long long d = seconds / 86400, h = seconds / 3600 % 24, m = seconds / 60 % 60,
+			   s = seconds % 60;
+
+	if (d)
+		snprintf(out, len, "%llu-%02llu:%02llu:%02llu", d, h, m, s);
+	else if (h)
+		snprintf(out, len, "%02llu:%02llu:%02llu", h, m, s);
+	else
+		snprintf(out, len, "%02llu:%02llu", m, s);
 }

@@ -29,6 +29,19 @@ struct vm_status {
 /* Read the state of `g`.  Never fails: unreadable files read as Stopped. */
 void vm_status_get(const struct vm_sys *sys, const struct vm_guest *g, struct vm_status *st);
 
+/* What ps(1) shows of a process, for `vm list -v`. */
+struct vm_proc_usage {
+	double cpu_percent;          /* CPU time over time since start, as ps's %CPU */
+	unsigned long long rss_kib;  /* resident set size, KiB (ps's RSZ) */
+	unsigned long long uptime_s; /* seconds since it started */
+};
+
+/* Read /proc/PID/stat; 0, or -1 when the process is gone. */
+int vm_proc_usage(pid_t pid, struct vm_proc_usage *u);
+
+/* "[[D-]HH:]MM:SS" as ps's ELAPSED column writes `seconds`. */
+void vm_format_elapsed(unsigned long long seconds, char *out, size_t len);
+
 /* "Running (PID)", "Stopped", "Locked (HOST)" as vm list prints it. */
 void vm_status_format(const struct vm_status *st, char *out, size_t len);
 

@@ -26,11 +26,13 @@
 
 #include "vm/khyvecmd.h"
 #include "vm/net.h"
+#include "vm/util.h"
 
 #define FAULT_MAX      10  /* restarts after faults allowed ... */
 #define FAULT_WINDOW   600 /* ... within this many seconds */
 #define BACKOFF_MAX    60  /* seconds */
 #define START_GRACE_MS 300 /* khyve failing this soon is reported to `vm start` */
+#define VM_COM_PORTS   4   /* com1 ... com4, as khyvecmd.c offers them */
 
 /* Requests, set by the signal handler (see supervisor.h). */
 static volatile sig_atomic_t stop_wanted, restart_wanted;
@@ -320,23 +322,31 @@ static void write_state(struct supervisor *s, pid_t khyve, unsigned long long kh
 	rcconf_free(rs);
 }
 
-/* ---- one run of khyve ---- */
-
-/* Run a helper (cp) quietly; true when it exits 0. */
-static bool run_helper(char *const argv[])
+/*
+ * khyve removes its DIR/comN.pty links when it exits; one killed with
+ * SIGKILL (or a host crash) leaves them pointing at a pty that is gone.
+ * Only links into /dev/pts are ours to remove: anything else was made by
+ * someone else.  Called only while no khyve of this guest runs.
+ */
+static void remove_stale_ptys(const struct supervisor *s)
 {
-	int st;
-	pid_t pid = fork();
+	for (unsigned n = 1; n <= VM_COM_PORTS; n++) {
+		char link[PATH_MAX], target[64], name[16];
+		ssize_t len;
 
-	if (pid == 0) {
-		execvp(argv[0], argv);
-		_exit(127);
+		snprintf(name, sizeof(name), "com%u.pty", n);
+		if (vm_path(link, s->g.dir, name) < 0)
+			continue;
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		if (strncmp(target, "/dev/pts/", 9) == 0 && unlink(link) == 0)
+			slog(s, "removed the stale %s (to %s)", name, target);
 	}
-	while (pid > 0 && waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	return pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
+
+/* ---- one run of khyve ---- */
 
 /* From "bootrom,CODE,VARS" with VARS == `vars`, the VARS template of CODE. */
 static bool vars_template(const char *arg, const char *vars, char *tmpl, size_t len)
@@ -374,9 +384,11 @@ static int ensure_uefi_vars(struct supervisor *s, const struct argv *a)
 	for (size_t i = 0; i < a->n; i++) {
 		if (!vars_template(a->v[i], vars, tmpl, sizeof(tmpl)))
 			continue;
-		char *const cp[] = {"cp", "--reflink=auto", "--", tmpl, vars, NULL};
-		if (!run_helper(cp)) {
-			fatal(s, "cannot copy the UEFI variables template %s to %s", tmpl, vars);
+		const char *cp[] = {"cp", "--reflink=auto", "--", tmpl, vars, NULL};
+		char err[PATH_MAX + 200];
+		if (vm_tool_run(&(struct vm_tool){.argv = cp}, err, sizeof(err)) < 0) {
+			fatal(s, "cannot copy the UEFI variables template %s to %s (%s)", tmpl, vars,
+			      err);
 			return -1;
 		}
 		slog(s, "created %s from %s", vars, tmpl);
@@ -560,6 +572,7 @@ static int run_once(struct supervisor *s)
 		status = 4 << 8; /* lost our own child (cannot happen): an error */
 	khyve_pid = 0;
 	write_state(s, 0, 0);
+	remove_stale_ptys(s);
 	vm_net_release(s->sys, &s->g, &s->taps);
 	describe_exit(status, how, sizeof(how));
 	slog(s, "khyve %s", how);
@@ -767,6 +780,7 @@ int vm_supervise(struct vm_sys *sys, const char *name, const struct vm_run_opts 
 		vm_guest_free(&s.g);
 		return 1;
 	}
+	remove_stale_ptys(&s);
 	s.started = time(NULL);
 	s.start_ticks = vm_proc_start(getpid());
 	write_state(&s, 0, 0);

@@ -148,14 +148,7 @@ pid_t vm_nat_dnsmasq_pid(const struct vm_sys *sys, const struct vm_switch *sw);
 
 /* ---- running tools and reading links (nettool.c) ---- */
 
-/*
- * Run argv (PATH, then /usr/sbin and /sbin) with `input` (may be NULL) on
- * stdin.  Its stdout goes to *out (malloc'd; pass NULL to drop it).  0 when
- * it exits 0, else -1 with "WHAT: <the tool's first error line>".
- */
-int vm_tool_run(const char *const argv[], const char *input, char **out, const char *what,
-                char *err, size_t errlen);
-/* vm_tool_run() for `ip ARGS...` (NULL-terminated). */
+/* vm_tool_run() (util.h) for `ip ARGS...` (NULL-terminated). */
 int vm_ip(char *err, size_t errlen, const char *what, ...) __attribute__((sentinel));
 
 /* What we need to know of one network interface. */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,56 +18,209 @@
 #include "lib/mac.h"
 #include "vm/vm.h"
 
-static void read_all(int fd, char *out, size_t outlen)
+/* A memfd holding `text` (or empty), rewound for reading; -1 on error. */
+static int memfd_with(const char *name, const char *text)
 {
-	size_t have = 0;
-	char sink[512];
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	size_t len = text ? strlen(text) : 0, done = 0;
 
-	for (;;) {
-		char *dst = out && have + 1 < outlen ? out + have : sink;
-		size_t room = out && have + 1 < outlen ? outlen - 1 - have : sizeof(sink);
-		ssize_t n = read(fd, dst, room);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		if (dst != sink)
-			have += (size_t)n;
+	while (fd >= 0 && done < len) {
+		ssize_t w = write(fd, text + done, len - done);
+		if (w < 0 && errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+		done += w > 0 ? (size_t)w : 0;
 	}
-	if (out && outlen)
-		out[have] = '\0';
+	if (fd >= 0 && lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
-int vm_spawn(char *const argv[], char *out, size_t outlen)
+/* Everything written to `fd` as a malloc'd string (NULL when out of memory). */
+static char *memfd_read(int fd)
 {
-	int pfd[2], status;
-	pid_t pid;
+	off_t size = lseek(fd, 0, SEEK_END);
+	char *buf;
+	size_t done = 0;
 
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return -1;
-	pid = fork();
-	if (pid < 0) {
-		close(pfd[0]);
-		close(pfd[1]);
+	if (size < 0 || lseek(fd, 0, SEEK_SET) < 0 || !(buf = malloc((size_t)size + 1)))
+		return NULL;
+	while (done < (size_t)size) {
+		ssize_t r = read(fd, buf + done, (size_t)size - done);
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+		done += (size_t)r;
+	}
+	buf[done] = '\0';
+	return buf;
+}
+
+/*
+ * In the child: the supervisor blocks or ignores signals for its own
+ * reasons, and both survive exec; a dnsmasq started from it must still
+ * stop on SIGTERM.
+ */
+static void reset_signals(void)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT};
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_DFL);
+}
+
+/* In the child: exec argv[0] from PATH, else from the sbin folders that a
+ * minimal PATH (cron, some sudo setups) leaves out. */
+static void __attribute__((noreturn)) exec_tool(const char *const argv[])
+{
+	static const char *const dirs[] = {"/usr/sbin/", "/sbin/", "/usr/bin/"};
+	char path[256];
+
+	execvp(argv[0], (char *const *)argv);
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !strchr(argv[0], '/'); i++) {
+		snprintf(path, sizeof(path), "%s%s", dirs[i], argv[0]);
+		execv(path, (char *const *)argv);
+	}
+	dprintf(2, "%s: command not found\n", argv[0]);
+	_exit(127);
+}
+
+/* In the child: stdin, stdout and stderr as `t` says, then the tool. */
+static void __attribute__((noreturn)) child_run(const struct vm_tool *t, int in, int so, int se)
+{
+	int logfd = -1;
+
+	if (t->log && (logfd = open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+		_exit(126);
+	if (logfd >= 0)
+		so = se = logfd;
+	else if (!t->out)
+		so = t->out_fd > 0 ? t->out_fd : open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (so < 0 || dup2(in, 0) < 0 || dup2(so, 1) < 0 || dup2(se, 2) < 0)
+		_exit(126);
+	if (t->cwd && chdir(t->cwd) < 0)
+		_exit(126);
+	reset_signals();
+	exec_tool(t->argv);
+}
+
+/* The line of a tool's stderr worth showing: the first one that says
+ * "Error", else the first non-blank one (nft adds context lines), less a
+ * leading "TOOL: " when the message names the tool anyway. */
+static void error_line(const char *text, const char *tool, char *out, size_t len)
+{
+	const char *pick = strstr(text, "Error");
+	size_t n, tl = strlen(tool);
+
+	if (pick) {
+		while (pick > text && pick[-1] != '\n')
+			pick--;
+	} else {
+		pick = text;
+		while (*pick == '\n' || *pick == ' ' || *pick == '\t')
+			pick++;
+	}
+	if (tool[0] && !strncmp(pick, tool, tl) && pick[tl] == ':')
+		for (pick += tl + 1; *pick == ' ';)
+			pick++;
+	n = strcspn(pick, "\n");
+	snprintf(out, len, "%.*s", (int)n, pick);
+}
+
+/* The last non-empty line of the log `path`, as "TOOL failed: LINE". */
+static void log_error_line(const char *path, const char *tool, char *out, size_t len)
+{
+	char line[512], last[400] = "";
+	FILE *f = fopen(path, "re");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\r\n");
+
+		if (n)
+			snprintf(last, sizeof(last), "%.*s", (int)n, line);
+	}
+	if (f)
+		fclose(f);
+	snprintf(out, len, "%s failed%s%s", tool, last[0] ? ": " : "", last);
+}
+
+static void report_failure(const struct vm_tool *t, int status, int se, char *err, size_t errlen)
+{
+	const char *tool = t->argv[0], *what = t->what ? t->what : tool;
+	char line[640] = "", *text = NULL;
+
+	if (t->log)
+		log_error_line(t->log, tool, line, sizeof(line));
+	else if ((text = memfd_read(se)))
+		error_line(text, t->what ? "" : tool, line, sizeof(line));
+	free(text);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && strstr(line, "command not found"))
+		snprintf(err, errlen, "%s: %s is not installed", what, tool);
+	else if (line[0])
+		snprintf(err, errlen, "%s: %s", what, line);
+	else if (WIFEXITED(status))
+		snprintf(err, errlen, "%s: %s exited with status %d", what, tool,
+			 WEXITSTATUS(status));
+	else
+		snprintf(err, errlen, "%s: %s was killed by signal %d", what, tool, WTERMSIG(status));
+}
+
+static int wait_tool(const struct vm_tool *t, pid_t pid, int so, int se, char *err, size_t errlen)
+{
+	const char *what = t->what ? t->what : t->argv[0];
+	int status = 0;
+	pid_t waited;
+
+	while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+		;
+	if (waited < 0) {
+		snprintf(err, errlen, "%s: waiting for %s: %s", what, t->argv[0], strerror(errno));
 		return -1;
 	}
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDONLY);
-		if (null >= 0)
-			dup2(null, 0);
-		dup2(pfd[1], 1);
-		dup2(pfd[1], 2);
-		execvp(argv[0], argv);
-		fprintf(stderr, "%s: %s\n", argv[0], strerror(errno));
-		_exit(127);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		report_failure(t, status, se, err, errlen);
+		return -1;
 	}
-	close(pfd[1]);
-	read_all(pfd[0], out, outlen);
-	close(pfd[0]);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	if (t->out && !(*t->out = memfd_read(so))) {
+		snprintf(err, errlen, "%s: out of memory", what);
+		return -1;
+	}
+	return 0;
+}
+
+int vm_tool_run(const struct vm_tool *t, char *err, size_t errlen)
+{
+	int in = memfd_with("in", t->input), so = memfd_with("out", NULL),
+	    se = memfd_with("err", NULL);
+	int rc = -1;
+	pid_t pid = -1;
+
+	if (t->out)
+		*t->out = NULL;
+	/* Our buffered output must not be written twice by the child. */
+	fflush(NULL);
+	if (in < 0 || so < 0 || se < 0 || (pid = fork()) < 0)
+		snprintf(err, errlen, "%s: cannot run %s: %s", t->what ? t->what : t->argv[0],
+			 t->argv[0], strerror(errno));
+	else if (pid == 0)
+		child_run(t, in, so, se);
+	else
+		rc = wait_tool(t, pid, so, se, err, errlen);
+	if (in >= 0)
+		close(in);
+	if (so >= 0)
+		close(so);
+	if (se >= 0)
+		close(se);
+	return rc;
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -122,15 +277,25 @@ void vm_mac(char out[18])
 	mac_format(mac, out);
 }
 
-bool vm_confirm(const char *question)
+int vm_confirm(const char *question, const char *command)
 {
-	char line[32];
+	char line[64];
 
-	printf("%s (y/n)? ", question);
-	fflush(stdout);
-	if (!fgets(line, sizeof(line), stdin))
-		return false;
-	return line[0] == 'y' || line[0] == 'Y';
+	if (!isatty(STDIN_FILENO)) {
+		vm_error("%s: stdin is not a terminal, so nobody can answer \"%s\"; use -f",
+			 command, question);
+		return -1;
+	}
+	for (;;) {
+		printf("%s (y/n)? ", question);
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 0;
+		if (line[0] == 'y' || line[0] == 'Y')
+			return 1;
+		if (line[0] == 'n' || line[0] == 'N')
+			return 0;
+	}
 }
 
 bool vm_exists(const char *path)

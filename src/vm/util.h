@@ -6,13 +6,27 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* How vm_tool_run() runs one tool; zero-initialise, then fill in. */
+struct vm_tool {
+	const char *const *argv; /* NULL-terminated; argv[0] from PATH, then /usr/sbin, /sbin */
+	const char *input;       /* text for its stdin; NULL: an empty stdin */
+	char **out;              /* receives its stdout, malloc'd (caller frees); or NULL */
+	int out_fd;              /* without `out`: stdout goes here; 0 or -1: /dev/null */
+	const char *cwd;         /* the folder it runs in; NULL: ours */
+	const char *log;         /* append stdout and stderr to this file instead */
+	const char *what;        /* what the error line starts with; NULL: argv[0] */
+};
+
 /*
- * Run argv[0] (PATH search) with stdin from /dev/null and its stdout and
- * stderr captured into `out` (NUL-terminated, cut at outlen-1 bytes; may be
- * NULL to discard).  Returns the exit status, or -1 when it could not be
- * started or was killed by a signal.
+ * Run a tool and wait for it; its signal mask and dispositions are reset
+ * and none of our other fds reach it.  stdin and stderr are memory files,
+ * so a daemon that keeps them open cannot make us wait.  0 when it exits
+ * 0; else -1 with one line in `err`: "WHAT: " and the first line of its
+ * stderr that says "Error" (else its first non-blank one; with `log`, the
+ * log's last line), or "TOOL is not installed", "TOOL exited with status
+ * N", "TOOL was killed by signal N".
  */
-int vm_spawn(char *const argv[], char *out, size_t outlen);
+int vm_tool_run(const struct vm_tool *t, char *err, size_t errlen);
 
 /* Remove `path` and everything below it (no symlinks followed); 0 or -1. */
 int vm_rmtree(const char *path);
@@ -26,8 +40,13 @@ void vm_uuid(char out[37]);
 /* A static MAC under bhyve's OUI 58:9c:fc, as vm-bhyve generates. */
 void vm_mac(char out[18]);
 
-/* Ask "QUESTION (y/n)? " on stdout and read a line; true for y/yes. */
-bool vm_confirm(const char *question);
+/*
+ * Ask "QUESTION (y/n)? " on stdout as vm-bhyve's util::confirm and read
+ * lines until one starts with y or n: 1 for yes, 0 for no or end of input.
+ * When stdin is not a terminal nothing is read (an EOF is no answer): -1
+ * after the one-line error "COMMAND: stdin is not a terminal ...; use -f".
+ */
+int vm_confirm(const char *question, const char *command);
 
 /* Where templates and other shared files are: $KHYVE_SHARE, then next to
  * the binary (../share/khyve installed, ../../share in the build tree). */

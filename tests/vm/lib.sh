@@ -22,3 +22,7 @@ same_tree() {
 	grep -v ' \./\(\.tree\|\.tree2\|out\|err\)$' "$scratch/.tree" | diff - "$scratch/.tree2" >&2 ||
 		die "files changed: $*"
 }
+# on_tty CMD: run the shell command line CMD with a terminal (a pty from
+# script(1)) as its stdin, which gets what on_tty's stdin holds: late, as
+# input that comes before script(1) has set up the terminal may be lost.
+on_tty() { { sleep 0.5; cat; } | command script -qec "$*" /dev/null; }

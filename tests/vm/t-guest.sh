@@ -118,6 +118,6 @@ vm snapshot gamma@before
 expect_fail vm destroy -f gamma@nosuch
 vm destroy -f gamma@before
 [ ! -e "$vm_dir/gamma/.snapshots/before" ] || die "destroy name@snapshot"
-printf 'y\n' | vm destroy gamma >/dev/null
+printf 'y\n' | on_tty "$VM destroy gamma" >/dev/null
 [ ! -e "$vm_dir/gamma" ] || die "destroy"
 echo "t-guest: ok"

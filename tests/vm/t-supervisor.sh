@@ -2,45 +2,7 @@
 # reboots, not one that powers off; stop, restart, reset, poweroff;
 # on_restart and on_fault; stale locks; errors of vm start.
 . "$TOP/tests/vm/lib.sh"
-export KHYVE="$TOP/tests/vm/fake-khyve"
-export FAKE_KHYVE_LOG="$scratch/khyve.log" FAKE_KHYVE_SCRIPT="$scratch/script"
-echo 'vm_stop_timeout="10"' >>"$KHYVE_CONF"
-mkdir -p "$vm_dir/.config" "$vm_dir/.iso"
-# Whatever a failed check leaves running goes with the scratch folder.
-cleanup() {
-	for f in "$vm_dir"/*/run.state; do
-		[ -e "$f" ] || continue
-		for pid in $(sed -n 's/^\(supervisor\|khyve\)="\([0-9]*\)"$/\2/p' "$f"); do
-			[ "$pid" -gt 0 ] && kill -9 "$pid" 2>/dev/null || :
-		done
-	done
-	rm -rf "$scratch"
-}
-trap cleanup EXIT
-: >"$FAKE_KHYVE_LOG"
-
-# guest NAME [KEY=VALUE...]: a minimal BIOS guest.
-guest() {
-	name=$1
-	shift
-	mkdir -p "$vm_dir/$name"
-	{ printf 'loader="bios"\ncpu="1"\nmemory="256M"\n'; for kv; do echo "${kv%%=*}=\"${kv#*=}\""; done; } \
-		>"$vm_dir/$name/$name.conf"
-}
-script() { printf '%s\n' "$@" >"$FAKE_KHYVE_SCRIPT"; }
-runs() { grep -c " start .* $1\$" "$FAKE_KHYVE_LOG" || true; }
-state() { vm list | awk -v n="$1" '$1 == n' | grep -o 'Running\|Stopped\|Locked' || echo none; }
-# until_state NAME STATE: wait up to 10 s for it.
-until_state() {
-	i=0
-	while [ "$(state "$1")" != "$2" ]; do
-		i=$((i + 1))
-		[ $i -lt 100 ] || die "$1 is $(state "$1"), not $2"
-		sleep 0.1
-	done
-}
-field() { sed -n "s/^$2=\"\(.*\)\"$/\1/p" "$vm_dir/$1/run.state"; }
-sv_log() { cat "$vm_dir/$1/vm-bhyve.log"; }
+. "$TOP/tests/vm/fake.sh"
 
 # A guest that reboots twice, then powers off: khyve runs three times.
 guest reboots
@@ -100,8 +62,9 @@ vm reset -f g
 i=0
 until [ "$(runs g)" = 3 ]; do i=$((i + 1)); [ $i -lt 100 ] || die "reset: no third run"; sleep 0.1; done
 [ "$(state g)" = Running ] || die "g is $(state g) after reset"
-# poweroff: killed, not restarted; without -f it asks and "n" keeps it.
-echo n | vm poweroff g >/dev/null
+# poweroff: killed, not restarted; without -f it asks on a terminal and
+# "n" keeps it; without a terminal it fails at once (tests/vm/t-prompts.sh).
+echo n | on_tty "$VM poweroff g" >/dev/null
 [ "$(state g)" = Running ] || die "poweroff went ahead after 'n'"
 vm poweroff -f g
 [ "$(state g)" = Stopped ] || die "g is $(state g) after poweroff"
