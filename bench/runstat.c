@@ -37,6 +37,6 @@ int main(int argc, char **argv)
 	if (pid < 0 || wait4(pid, &st, 0, &ru) < 0)
 		return 2;
 	fprintf(stderr, "%.6f %ld %d\n", now() - t0, ru.ru_maxrss,
-		WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	        WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 	return 0;
 }

@@ -384,8 +384,8 @@ static int open_kind(struct chardev *cd, const char *spec, char *err, size_t err
 		return open_device(cd, spec, err, errlen);
 	}
 	snprintf(err, errlen,
-		 "unknown serial back end '%s' (want stdio, /dev/PATH, tcp=IP:PORT or pty=LINK)",
-		 spec);
+	         "unknown serial back end '%s' (want stdio, /dev/PATH, tcp=IP:PORT or pty=LINK)",
+	         spec);
 	return -1;
 }
 
@@ -406,7 +406,7 @@ static int watch_input(struct chardev *cd)
 }
 
 struct chardev *chardev_open(const char *spec, struct mevent_loop *loop, chardev_ready_cb ready,
-			     void *arg, char *err, size_t errlen)
+                             void *arg, char *err, size_t errlen)
 {
 	struct chardev *cd = calloc(1, sizeof(*cd));
 
@@ -572,8 +572,8 @@ void chardev_write(struct chardev *cd, const void *buf, size_t len)
 	pthread_mutex_lock(&cd->lock);
 	while (len > 0 && cd->out_fd >= 0) {
 		ssize_t n = cd->kind == CHARDEV_TCP
-				    ? send(cd->out_fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
-				    : write(cd->out_fd, p, len);
+		                ? send(cd->out_fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+		                : write(cd->out_fd, p, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;

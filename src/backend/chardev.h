@@ -41,7 +41,7 @@ typedef void (*chardev_escape_cb)(void *arg);
  * NULL with a one-line reason in `err` on failure.
  */
 struct chardev *chardev_open(const char *spec, struct mevent_loop *loop, chardev_ready_cb ready,
-			     void *arg, char *err, size_t errlen);
+                             void *arg, char *err, size_t errlen);
 void chardev_close(struct chardev *cd);
 
 /* Read up to `len` pending bytes without blocking; returns the count (0 when

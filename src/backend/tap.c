@@ -65,7 +65,7 @@ struct tap *tap_open(const char *name, unsigned vnet_hdr_len, char *err, size_t 
 	snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name);
 	if (ioctl(t->fd, TUNSETIFF, &ifr) < 0) {
 		snprintf(err, errlen, "cannot attach to %s: %s%s", name, strerror(errno),
-			 errno == EPERM ? " (creating a tap needs CAP_NET_ADMIN)" : "");
+		         errno == EPERM ? " (creating a tap needs CAP_NET_ADMIN)" : "");
 		goto fail;
 	}
 	snprintf(t->name, sizeof(t->name), "%s", ifr.ifr_name);

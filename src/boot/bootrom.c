@@ -54,7 +54,7 @@ static void vars_array_mode(void *arg, bool on)
 	struct vars_window *w = arg;
 
 	if (vm_rom_window_set(&w->m->vm, w->slot, w->gpa, pflash_size(w->m->vars),
-			      pflash_data(w->m->vars), on) < 0)
+	                      pflash_data(w->m->vars), on) < 0)
 		log_warn("variable store: cannot switch its read window %s", on ? "on" : "off");
 }
 
@@ -73,12 +73,13 @@ static int attach_vars(struct machine *m, uint64_t rom_size, char *err, size_t e
 		return -1;
 	base = FOUR_GIB - rom_size - pflash_size(m->vars);
 	if (machine_register_mmio(m, base, pflash_size(m->vars), pflash_access, m->vars,
-				  "bootvars") < 0) {
+	                          "bootvars") < 0) {
 		snprintf(err, errlen, "no room for the variable store below the boot ROM");
 		return -1;
 	}
 	vars_window = (struct vars_window){m, -1, base};
-	vars_window.slot = vm_rom_window_add(&m->vm, base, pflash_size(m->vars), pflash_data(m->vars));
+	vars_window.slot =
+	    vm_rom_window_add(&m->vm, base, pflash_size(m->vars), pflash_data(m->vars));
 	if (vars_window.slot >= 0)
 		pflash_set_array_hook(m->vars, vars_array_mode, &vars_window);
 	return 0;

@@ -4,9 +4,9 @@
 
 #include "vmm/mem.h"
 
-#define EBDA_START   0x9fc00ull
-#define BIOS_START   0xe0000ull
-#define HIGH_START   0x100000ull
+#define EBDA_START 0x9fc00ull
+#define BIOS_START 0xe0000ull
+#define HIGH_START 0x100000ull
 
 int e820_add(struct e820_map *map, uint64_t addr, uint64_t size, enum e820_type type)
 {
@@ -38,7 +38,7 @@ int e820_add(struct e820_map *map, uint64_t addr, uint64_t size, enum e820_type 
 
 /* Add the part of [start, end) that lies below `limit`. */
 static int add_clipped(struct e820_map *map, uint64_t start, uint64_t end, uint64_t limit,
-		       enum e820_type type)
+                       enum e820_type type)
 {
 	if (end > limit)
 		end = limit;

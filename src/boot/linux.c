@@ -28,13 +28,13 @@
 #define HDR_INIT_SIZE       0x260
 
 /* Zero page fields outside the setup header. */
-#define ZP_ACPI_RSDP_ADDR     0x070
-#define ZP_EXT_RAMDISK_IMAGE  0x0c0
-#define ZP_EXT_RAMDISK_SIZE   0x0c4
-#define ZP_EXT_CMD_LINE_PTR   0x0c8
-#define ZP_E820_ENTRIES       0x1e8
-#define ZP_E820_TABLE         0x2d0
-#define ZP_SIZE               4096
+#define ZP_ACPI_RSDP_ADDR      0x070
+#define ZP_EXT_RAMDISK_IMAGE   0x0c0
+#define ZP_EXT_RAMDISK_SIZE    0x0c4
+#define ZP_EXT_CMD_LINE_PTR    0x0c8
+#define ZP_E820_ENTRIES        0x1e8
+#define ZP_E820_TABLE          0x2d0
+#define ZP_SIZE                4096
 
 #define LOADFLAGS_CAN_USE_HEAP 0x80
 #define XLF_KERNEL_64          0x0001
@@ -43,10 +43,10 @@
 #define LOADER_UNDEFINED       0xff
 #define MIN_PROTOCOL_64BIT     0x020c
 
-#define PAGE_SIZE   4096ull
-#define PTE_PRESENT 0x1ull
-#define PTE_RW      0x2ull
-#define PTE_PS      0x80ull /* 2 MiB page in a PD entry */
+#define PAGE_SIZE              4096ull
+#define PTE_PRESENT            0x1ull
+#define PTE_RW                 0x2ull
+#define PTE_PS                 0x80ull /* 2 MiB page in a PD entry */
 
 static uint64_t get_le(const uint8_t *p, unsigned n)
 {
@@ -64,7 +64,7 @@ static void set_le(uint8_t *p, uint64_t v, unsigned n)
 }
 
 int bzimage_parse(const uint8_t *img, size_t len, struct bzimage_info *info, char *err,
-		  size_t errlen)
+                  size_t errlen)
 {
 	unsigned setup_sects;
 
@@ -77,8 +77,9 @@ int bzimage_parse(const uint8_t *img, size_t len, struct bzimage_info *info, cha
 	info->version = (uint16_t)get_le(img + HDR_VERSION, 2);
 	info->xloadflags = (uint16_t)get_le(img + HDR_XLOADFLAGS, 2);
 	if (info->version < MIN_PROTOCOL_64BIT || !(info->xloadflags & XLF_KERNEL_64)) {
-		snprintf(err, errlen, "kernel boot protocol %u.%02u lacks the 64-bit entry (need 2.12+)",
-			 info->version >> 8, info->version & 0xff);
+		snprintf(err, errlen,
+		         "kernel boot protocol %u.%02u lacks the 64-bit entry (need 2.12+)",
+		         info->version >> 8, info->version & 0xff);
 		return -1;
 	}
 	setup_sects = img[HDR_SETUP_SECTS] ? img[HDR_SETUP_SECTS] : 4;
@@ -100,8 +101,8 @@ int bzimage_parse(const uint8_t *img, size_t len, struct bzimage_info *info, cha
  * init_size bytes there; nothing else may live in that range. */
 static uint64_t kernel_end(const struct bzimage_info *info)
 {
-	uint64_t start = info->pref_address > LINUX_KERNEL_GPA ? info->pref_address
-							       : LINUX_KERNEL_GPA;
+	uint64_t start =
+	    info->pref_address > LINUX_KERNEL_GPA ? info->pref_address : LINUX_KERNEL_GPA;
 	uint64_t loaded = LINUX_KERNEL_GPA + info->kernel_size;
 	uint64_t run_end = start + info->init_size;
 
@@ -130,8 +131,8 @@ static void zp_store_e820(uint8_t *zp, const struct e820_map *map)
 }
 
 void linux_build_zero_page(uint8_t *zp, const uint8_t *img, const struct bzimage_info *info,
-			   uint64_t cmdline_gpa, uint64_t initrd_gpa, uint64_t initrd_size,
-			   const struct e820_map *map, uint64_t rsdp_gpa)
+                           uint64_t cmdline_gpa, uint64_t initrd_gpa, uint64_t initrd_size,
+                           const struct e820_map *map, uint64_t rsdp_gpa)
 {
 	/* The header runs from 0x1f1 to 0x202 plus the jump's offset byte. */
 	size_t hdr_end = HDR_MAGIC + img[HDR_JUMP + 1];
@@ -181,7 +182,7 @@ static int write_page_tables(const struct guest_mem *gm)
 }
 
 static int load_initrd(const struct guest_mem *gm, const struct bzimage_info *info,
-		       const char *path, uint64_t *gpa, uint64_t *size, char *err, size_t errlen)
+                       const char *path, uint64_t *gpa, uint64_t *size, char *err, size_t errlen)
 {
 	size_t len;
 	uint8_t *data;
@@ -194,8 +195,9 @@ static int load_initrd(const struct guest_mem *gm, const struct bzimage_info *in
 		return -1;
 	*gpa = linux_initrd_addr(info, gm->lowmem_size, len);
 	if (*gpa == 0 || gmem_write(gm, *gpa, data, len) < 0) {
-		snprintf(err, errlen, "initrd %s (%zu MiB) does not fit in guest memory with the kernel",
-			 path, len >> 20);
+		snprintf(err, errlen,
+		         "initrd %s (%zu MiB) does not fit in guest memory with the kernel", path,
+		         len >> 20);
 		free(data);
 		return -1;
 	}
@@ -205,20 +207,20 @@ static int load_initrd(const struct guest_mem *gm, const struct bzimage_info *in
 }
 
 static int load_kernel(const struct guest_mem *gm, const uint8_t *img,
-		       const struct bzimage_info *info, const char *path, char *err, size_t errlen)
+                       const struct bzimage_info *info, const char *path, char *err, size_t errlen)
 {
 	if (kernel_end(info) > gm->lowmem_size ||
 	    gmem_write(gm, LINUX_KERNEL_GPA, img + info->setup_size, info->kernel_size) < 0) {
 		snprintf(err, errlen, "%s needs %llu MiB of guest memory below 3 GiB", path,
-			 (unsigned long long)(kernel_end(info) >> 20) + 1);
+		         (unsigned long long)(kernel_end(info) >> 20) + 1);
 		return -1;
 	}
 	return 0;
 }
 
 int bzimage_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
-		 const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
-		 struct boot_cpu_state *cpu, char *err, size_t errlen)
+                 const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
+                 struct boot_cpu_state *cpu, char *err, size_t errlen)
 {
 	struct bzimage_info info;
 	uint64_t initrd_gpa, initrd_size;
@@ -235,17 +237,17 @@ int bzimage_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
 		return -1;
 	}
 	linux_build_zero_page(zp, img, &info, LINUX_CMDLINE_GPA, initrd_gpa, initrd_size, map,
-			      rsdp_gpa);
+	                      rsdp_gpa);
 	*cpu = (struct boot_cpu_state){
-		.mode = BOOT_LONG64,
-		.rip = LINUX_KERNEL_GPA + 0x200, /* startup_64 */
-		.rsp = LINUX_STACK_GPA,
-		.rsi = LINUX_ZERO_PAGE_GPA,
-		.gdt_base = LINUX_GDT_GPA,
-		.gdt_limit = 4 * 8 - 1,
-		.cs = LINUX_BOOT_CS,
-		.ds = LINUX_BOOT_DS,
-		.cr3 = LINUX_PML4_GPA,
+	    .mode = BOOT_LONG64,
+	    .rip = LINUX_KERNEL_GPA + 0x200, /* startup_64 */
+	    .rsp = LINUX_STACK_GPA,
+	    .rsi = LINUX_ZERO_PAGE_GPA,
+	    .gdt_base = LINUX_GDT_GPA,
+	    .gdt_limit = 4 * 8 - 1,
+	    .cs = LINUX_BOOT_CS,
+	    .ds = LINUX_BOOT_DS,
+	    .cr3 = LINUX_PML4_GPA,
 	};
 	return 0;
 }

@@ -24,18 +24,18 @@
 #define LINUX_PML4_GPA      0x9000ull /* then PDPT and four PDs, 0xA000-0xEFFF */
 #define LINUX_KERNEL_GPA    0x100000ull
 
-#define LINUX_BOOT_CS 0x10 /* __BOOT_CS */
-#define LINUX_BOOT_DS 0x18 /* __BOOT_DS */
+#define LINUX_BOOT_CS       0x10 /* __BOOT_CS */
+#define LINUX_BOOT_DS       0x18 /* __BOOT_DS */
 
 /* What the setup header of a bzImage says (offsets per boot.rst). */
 struct bzimage_info {
-	uint16_t version;        /* boot protocol version, e.g. 0x020f */
-	size_t setup_size;       /* bytes of real-mode setup, incl. boot sector */
-	size_t kernel_size;      /* bytes of protected-mode kernel after it */
-	uint32_t init_size;      /* bytes the kernel needs from its load address */
-	uint64_t pref_address;   /* where the kernel would like to run */
+	uint16_t version;      /* boot protocol version, e.g. 0x020f */
+	size_t setup_size;     /* bytes of real-mode setup, incl. boot sector */
+	size_t kernel_size;    /* bytes of protected-mode kernel after it */
+	uint32_t init_size;    /* bytes the kernel needs from its load address */
+	uint64_t pref_address; /* where the kernel would like to run */
 	uint32_t initrd_addr_max;
-	uint32_t cmdline_size;   /* longest command line, excluding NUL */
+	uint32_t cmdline_size; /* longest command line, excluding NUL */
 	uint16_t xloadflags;
 	uint8_t relocatable;
 };
@@ -45,15 +45,15 @@ struct bzimage_info {
  * 2.12+, 64-bit entry) and describe it.  0, or -1 with a reason in `err`.
  */
 int bzimage_parse(const uint8_t *img, size_t len, struct bzimage_info *info, char *err,
-		  size_t errlen);
+                  size_t errlen);
 
 /*
  * Fill the 4 KiB zero page `zp`: the setup header copied from `img`, loader
  * fields, command line pointer, initrd (gpa 0 = none), e820 map and RSDP.
  */
 void linux_build_zero_page(uint8_t *zp, const uint8_t *img, const struct bzimage_info *info,
-			   uint64_t cmdline_gpa, uint64_t initrd_gpa, uint64_t initrd_size,
-			   const struct e820_map *map, uint64_t rsdp_gpa);
+                           uint64_t cmdline_gpa, uint64_t initrd_gpa, uint64_t initrd_size,
+                           const struct e820_map *map, uint64_t rsdp_gpa);
 
 /*
  * Where to put an initrd of `size` bytes: as high as the kernel allows in
@@ -69,7 +69,7 @@ uint64_t linux_initrd_addr(const struct bzimage_info *info, uint64_t lowmem, uin
  * `err`.
  */
 int bzimage_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
-		 const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
-		 struct boot_cpu_state *cpu, char *err, size_t errlen);
+                 const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
+                 struct boot_cpu_state *cpu, char *err, size_t errlen);
 
 #endif

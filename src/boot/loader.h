@@ -36,7 +36,7 @@ struct linux_boot {
  * LINUX_CMDLINE_MAX - 1 is used).  0, or -1 with `err`.
  */
 int loader_write_cmdline(const struct guest_mem *gm, const char *cmdline, size_t max, char *err,
-			 size_t errlen);
+                         size_t errlen);
 
 /*
  * Read `lb->kernel` and load it with everything it needs: an ELF with a PVH
@@ -45,8 +45,7 @@ int loader_write_cmdline(const struct guest_mem *gm, const char *cmdline, size_t
  * RSDP (0: none); `*cpu` gets the BSP's start state.  0, or -1 with a
  * one-line reason in `err`.
  */
-int kernel_load(const struct guest_mem *gm, const struct linux_boot *lb,
-		const struct e820_map *map, uint64_t rsdp_gpa, struct boot_cpu_state *cpu,
-		char *err, size_t errlen);
+int kernel_load(const struct guest_mem *gm, const struct linux_boot *lb, const struct e820_map *map,
+                uint64_t rsdp_gpa, struct boot_cpu_state *cpu, char *err, size_t errlen);
 
 #endif

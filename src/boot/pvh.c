@@ -12,10 +12,10 @@
 #define PVH_MODLIST_GPA   (PVH_START_INFO_GPA + 0x100)
 #define PVH_MEMMAP_GPA    (PVH_START_INFO_GPA + 0x200)
 #define PVH_MAX_MEMMAP    ((0x1000 - 0x200) / 24)
-#define PVH_CS 0x08
-#define PVH_DS 0x10
-#define PVH_TR 0x18
-#define PAGE   4096ull
+#define PVH_CS            0x08
+#define PVH_DS            0x10
+#define PVH_TR            0x18
+#define PAGE              4096ull
 
 struct hvm_start_info {
 	uint32_t magic;
@@ -102,7 +102,8 @@ int pvh_probe(const uint8_t *img, size_t len, uint32_t *entry, char *err, size_t
 			snprintf(err, errlen, "ELF program headers are truncated");
 			return -1;
 		}
-		if (ph->p_type == PT_NOTE && ph->p_offset <= len && ph->p_filesz <= len - ph->p_offset &&
+		if (ph->p_type == PT_NOTE && ph->p_offset <= len &&
+		    ph->p_filesz <= len - ph->p_offset &&
 		    find_entry_note(img + ph->p_offset, ph->p_filesz, entry))
 			return 1;
 	}
@@ -111,8 +112,8 @@ int pvh_probe(const uint8_t *img, size_t len, uint32_t *entry, char *err, size_t
 }
 
 /* Copy the PT_LOAD segments; *end gets the highest byte they use. */
-static int load_segments(const struct guest_mem *gm, const uint8_t *img, size_t len,
-			 uint64_t *end, char *err, size_t errlen)
+static int load_segments(const struct guest_mem *gm, const uint8_t *img, size_t len, uint64_t *end,
+                         char *err, size_t errlen)
 {
 	const Elf64_Ehdr *eh = elf_header(img, len);
 
@@ -126,8 +127,9 @@ static int load_segments(const struct guest_mem *gm, const uint8_t *img, size_t 
 		if (ph->p_filesz > ph->p_memsz || ph->p_offset > len ||
 		    ph->p_filesz > len - ph->p_offset ||
 		    (dst = gmem_ptr(gm, ph->p_paddr, ph->p_memsz, true)) == NULL) {
-			snprintf(err, errlen, "kernel segment at 0x%llx (%llu bytes) does not fit in guest RAM",
-				 (unsigned long long)ph->p_paddr, (unsigned long long)ph->p_memsz);
+			snprintf(err, errlen,
+			         "kernel segment at 0x%llx (%llu bytes) does not fit in guest RAM",
+			         (unsigned long long)ph->p_paddr, (unsigned long long)ph->p_memsz);
 			return -1;
 		}
 		memcpy(dst, img + ph->p_offset, ph->p_filesz);
@@ -139,7 +141,7 @@ static int load_segments(const struct guest_mem *gm, const uint8_t *img, size_t 
 }
 
 static int load_initrd(const struct guest_mem *gm, const char *path, uint64_t kernel_end,
-		       struct hvm_modlist_entry *mod, char *err, size_t errlen)
+                       struct hvm_modlist_entry *mod, char *err, size_t errlen)
 {
 	uint64_t top = gm->lowmem_size < (4ull << 30) ? gm->lowmem_size : (4ull << 30);
 	size_t len;
@@ -150,7 +152,8 @@ static int load_initrd(const struct guest_mem *gm, const char *path, uint64_t ke
 		return -1;
 	addr = len < top ? (top - len) & ~(PAGE - 1) : 0;
 	if (addr < kernel_end || gmem_write(gm, addr, data, len) < 0) {
-		snprintf(err, errlen, "initrd %s does not fit in guest memory with the kernel", path);
+		snprintf(err, errlen, "initrd %s does not fit in guest memory with the kernel",
+		         path);
 		free(data);
 		return -1;
 	}
@@ -160,22 +163,22 @@ static int load_initrd(const struct guest_mem *gm, const char *path, uint64_t ke
 }
 
 static int write_start_info(const struct guest_mem *gm, const struct e820_map *map,
-			    uint64_t rsdp_gpa, unsigned nmods)
+                            uint64_t rsdp_gpa, unsigned nmods)
 {
 	struct hvm_start_info si = {
-		.magic = HVM_START_MAGIC,
-		.version = HVM_START_VERSION,
-		.nr_modules = nmods,
-		.modlist_paddr = nmods ? PVH_MODLIST_GPA : 0,
-		.cmdline_paddr = LINUX_CMDLINE_GPA,
-		.rsdp_paddr = rsdp_gpa,
-		.memmap_paddr = PVH_MEMMAP_GPA,
-		.memmap_entries = map->nentries < PVH_MAX_MEMMAP ? map->nentries : PVH_MAX_MEMMAP,
+	    .magic = HVM_START_MAGIC,
+	    .version = HVM_START_VERSION,
+	    .nr_modules = nmods,
+	    .modlist_paddr = nmods ? PVH_MODLIST_GPA : 0,
+	    .cmdline_paddr = LINUX_CMDLINE_GPA,
+	    .rsdp_paddr = rsdp_gpa,
+	    .memmap_paddr = PVH_MEMMAP_GPA,
+	    .memmap_entries = map->nentries < PVH_MAX_MEMMAP ? map->nentries : PVH_MAX_MEMMAP,
 	};
 
 	for (unsigned i = 0; i < si.memmap_entries; i++) {
 		struct hvm_memmap_table_entry e = {map->entry[i].addr, map->entry[i].size,
-						   map->entry[i].type, 0};
+		                                   map->entry[i].type, 0};
 
 		if (gmem_write(gm, PVH_MEMMAP_GPA + i * sizeof(e), &e, sizeof(e)) < 0)
 			return -1;
@@ -187,14 +190,14 @@ static int write_start_info(const struct guest_mem *gm, const struct e820_map *m
 static int write_gdt(const struct guest_mem *gm)
 {
 	const uint64_t gdt[4] = {0, 0x00cf9b000000ffffull, 0x00cf93000000ffffull,
-				 0x00008b0000000067ull};
+	                         0x00008b0000000067ull};
 
 	return gmem_write(gm, LINUX_GDT_GPA, gdt, sizeof(gdt));
 }
 
 int pvh_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
-	     const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
-	     struct boot_cpu_state *cpu, char *err, size_t errlen)
+             const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
+             struct boot_cpu_state *cpu, char *err, size_t errlen)
 {
 	struct hvm_modlist_entry mod;
 	uint64_t end;
@@ -206,21 +209,21 @@ int pvh_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
 	if (loader_write_cmdline(gm, lb->cmdline, LINUX_CMDLINE_MAX - 1, err, errlen) < 0)
 		return -1;
 	if (lb->initrd != NULL && (load_initrd(gm, lb->initrd, end, &mod, err, errlen) < 0 ||
-				   gmem_write(gm, PVH_MODLIST_GPA, &mod, sizeof(mod)) < 0))
+	                           gmem_write(gm, PVH_MODLIST_GPA, &mod, sizeof(mod)) < 0))
 		return -1;
 	if (write_start_info(gm, map, rsdp_gpa, lb->initrd ? 1 : 0) < 0 || write_gdt(gm) < 0) {
 		snprintf(err, errlen, "guest memory too small for the PVH start info");
 		return -1;
 	}
 	*cpu = (struct boot_cpu_state){
-		.mode = BOOT_FLAT32,
-		.rip = entry,
-		.rbx = PVH_START_INFO_GPA,
-		.gdt_base = LINUX_GDT_GPA,
-		.gdt_limit = 4 * 8 - 1,
-		.cs = PVH_CS,
-		.ds = PVH_DS,
-		.tr = PVH_TR,
+	    .mode = BOOT_FLAT32,
+	    .rip = entry,
+	    .rbx = PVH_START_INFO_GPA,
+	    .gdt_base = LINUX_GDT_GPA,
+	    .gdt_limit = 4 * 8 - 1,
+	    .cs = PVH_CS,
+	    .ds = PVH_DS,
+	    .tr = PVH_TR,
 	};
 	return 0;
 }

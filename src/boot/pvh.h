@@ -18,7 +18,7 @@
 #include "vmm/mem.h"
 #include "vmm/vcpu.h"
 
-#define PVH_START_INFO_GPA 0x6000ull /* start info, module list, memory map */
+#define PVH_START_INFO_GPA       0x6000ull /* start info, module list, memory map */
 #define XEN_ELFNOTE_PHYS32_ENTRY 18
 
 /*
@@ -34,7 +34,7 @@ int pvh_probe(const uint8_t *img, size_t len, uint32_t *entry, char *err, size_t
  * 0, or -1 with `err`.
  */
 int pvh_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
-	     const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
-	     struct boot_cpu_state *cpu, char *err, size_t errlen);
+             const struct linux_boot *lb, const struct e820_map *map, uint64_t rsdp_gpa,
+             struct boot_cpu_state *cpu, char *err, size_t errlen);
 
 #endif

@@ -14,17 +14,17 @@
 #include "lib/parse.h"
 #include "vmm/irq.h"
 
-#define PCI_MAX_FUNCS 256
-#define CF8_PORT      0xcf8
-#define CFC_PORT      0xcfc
-#define CF8_ENABLE    0x80000000u
+#define PCI_MAX_FUNCS    256
+#define CF8_PORT         0xcf8
+#define CFC_PORT         0xcfc
+#define CF8_ENABLE       0x80000000u
 
-#define MSI_CTRL_ENABLE 0x0001
-#define MSI_CTRL_64BIT  0x0080
-#define MSIX_CTRL_FMASK 0x4000
+#define MSI_CTRL_ENABLE  0x0001
+#define MSI_CTRL_64BIT   0x0080
+#define MSIX_CTRL_FMASK  0x4000
 #define MSIX_CTRL_ENABLE 0x8000
-#define MSIX_ENTRY_SIZE 16
-#define MSIX_VEC_MASKED 0x1
+#define MSIX_ENTRY_SIZE  16
+#define MSIX_VEC_MASKED  0x1
 
 static struct pci_func *funcs[PCI_MAX_FUNCS];
 static unsigned nfuncs;
@@ -58,7 +58,7 @@ void pci_set_cfg(struct pci_func *f, unsigned off, unsigned size, uint32_t val)
 }
 
 void pci_set_ids(struct pci_func *f, uint16_t vendor, uint16_t device, uint8_t class,
-		 uint8_t subclass, uint8_t progif, uint8_t rev)
+                 uint8_t subclass, uint8_t progif, uint8_t rev)
 {
 	pci_set_cfg(f, PCIR_VENDOR, 2, vendor);
 	pci_set_cfg(f, PCIR_DEVICE, 2, device);
@@ -95,7 +95,7 @@ static int io_window_alloc(uint64_t size, uint64_t *addr)
 {
 	if (window_alloc(&io_next, PCI_IO_END, size, addr) < 0)
 		return -1;
-	if (*addr < PCI_IO_HOLE_END && *addr + size > PCI_IO_HOLE_BASE) {
+	if (*addr<PCI_IO_HOLE_END && * addr + size> PCI_IO_HOLE_BASE) {
 		io_next = PCI_IO_HOLE_END;
 		return window_alloc(&io_next, PCI_IO_END, size, addr);
 	}
@@ -142,7 +142,7 @@ int pci_alloc_bar(struct pci_func *f, int idx, enum pci_bar_type type, uint64_t 
 		return -1;
 	b = &f->bar[idx];
 	size = roundup_pow2(size < (type == PCI_BAR_IO ? 4 : 16) ? (type == PCI_BAR_IO ? 4 : 16)
-								 : size);
+	                                                         : size);
 	if (type == PCI_BAR_IO)
 		rc = io_window_alloc(size, &b->addr);
 	else if (type == PCI_BAR_MEM32)
@@ -183,7 +183,7 @@ int pci_alloc_rom(struct pci_func *f, const uint8_t *rom, uint64_t len)
 
 static uint64_t bar_access_read(struct pci_func *f, struct pci_bar *b, uint64_t off, unsigned size);
 static void bar_access_write(struct pci_func *f, struct pci_bar *b, uint64_t off, unsigned size,
-			     uint64_t val);
+                             uint64_t val);
 
 static int bar_handler(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
 {
@@ -234,8 +234,9 @@ static void bar_map(struct pci_func *f, struct pci_bar *b)
 		if (f->de->bar_moved != NULL)
 			f->de->bar_moved(f, b->idx);
 	} else
-		log_ratelimited(&pci_rl, LOG_DEBUG, "%02x:%02x.%x BAR%d at 0x%llx overlaps; not mapped",
-				f->bus, f->slot, f->func, b->idx, (unsigned long long)b->addr);
+		log_ratelimited(&pci_rl, LOG_DEBUG,
+		                "%02x:%02x.%x BAR%d at 0x%llx overlaps; not mapped", f->bus,
+		                f->slot, f->func, b->idx, (unsigned long long)b->addr);
 }
 
 static void bars_update(struct pci_func *f)
@@ -399,7 +400,8 @@ static void msi_send(struct pci_func *f, unsigned vec)
 	uint32_t data;
 
 	pthread_mutex_lock(&f->cfg_lock);
-	addr = pci_get_cfg(f, f->msi.cap + 4, 4) | ((uint64_t)pci_get_cfg(f, f->msi.cap + 8, 4) << 32);
+	addr =
+	    pci_get_cfg(f, f->msi.cap + 4, 4) | ((uint64_t)pci_get_cfg(f, f->msi.cap + 8, 4) << 32);
 	data = pci_get_cfg(f, f->msi.cap + 12, 2);
 	/* Multiple-message MSI puts the vector in the low data bits. */
 	data = (data & ~(f->msi.nvec - 1)) | (vec & (f->msi.nvec - 1));
@@ -557,7 +559,7 @@ static uint64_t msix_bar_read(struct pci_func *f, uint64_t off, unsigned size)
 	if (off < (uint64_t)f->msix.table_count * MSIX_ENTRY_SIZE)
 		v = msix_table_read(f, off, size);
 	else if (off >= f->msix.pba_offset &&
-		 off - f->msix.pba_offset + size <= ((f->msix.table_count + 63) / 64) * 8)
+	         off - f->msix.pba_offset + size <= ((f->msix.table_count + 63) / 64) * 8)
 		memcpy(&v, (uint8_t *)f->msix.pba + (off - f->msix.pba_offset), size);
 	pthread_mutex_unlock(&f->cfg_lock);
 	if (size < 8)
@@ -648,7 +650,7 @@ static uint64_t bar_access_read(struct pci_func *f, struct pci_bar *b, uint64_t 
 }
 
 static void bar_access_write(struct pci_func *f, struct pci_bar *b, uint64_t off, unsigned size,
-			     uint64_t val)
+                             uint64_t val)
 {
 	if (b->type == PCI_BAR_ROM)
 		return;
@@ -681,7 +683,7 @@ static bool in_range(unsigned off, unsigned size, unsigned start, unsigned len)
 
 /* Writes to the standard header and to the MSI/MSI-X capabilities. */
 static bool generic_cfg_write(struct pci_func *f, unsigned off, unsigned size, uint32_t val,
-			      bool *vectors_changed)
+                              bool *vectors_changed)
 {
 	unsigned dw = off & ~3u;
 	uint32_t old = pci_get_cfg(f, dw, 4), merged = old;
@@ -714,7 +716,8 @@ static bool generic_cfg_write(struct pci_func *f, unsigned off, unsigned size, u
 
 		for (; s < off + size && s < f->msi.cap + 14u; s++)
 			f->cfg[s] = (uint8_t)(val >> (8 * (s - off)));
-		ctrl = (uint16_t)((ctrl & ~0x0071u) | (pci_get_cfg(f, f->msi.cap + 2, 2) & 0x0071u));
+		ctrl =
+		    (uint16_t)((ctrl & ~0x0071u) | (pci_get_cfg(f, f->msi.cap + 2, 2) & 0x0071u));
 		pci_set_cfg(f, f->msi.cap + 2, 2, ctrl);
 		msi_ctrl_write(f);
 		*vectors_changed = true;
@@ -746,7 +749,7 @@ uint32_t pci_cfg_read(unsigned bus, unsigned slot, unsigned func, unsigned off, 
 }
 
 void pci_cfg_write(unsigned bus, unsigned slot, unsigned func, unsigned off, unsigned size,
-		   uint32_t val)
+                   uint32_t val)
 {
 	struct pci_func *f = lookup(bus, slot, func);
 	bool changed = false;
@@ -893,7 +896,7 @@ static int attach_romfile(struct pci_func *f, const char *path, char *err, size_
 }
 
 static int create_func(struct machine *m, unsigned bus, unsigned slot, unsigned func,
-		       struct config_node *node, char *err, size_t errlen)
+                       struct config_node *node, char *err, size_t errlen)
 {
 	const char *emul = config_node_get(node, "device");
 	const struct pci_devemu *de = emul ? pci_devemu_find(emul) : NULL;
@@ -902,7 +905,7 @@ static int create_func(struct machine *m, unsigned bus, unsigned slot, unsigned 
 
 	if (de == NULL) {
 		snprintf(err, errlen, "pci.%u.%u.%u: unknown device '%s'", bus, slot, func,
-			 emul ? emul : "");
+		         emul ? emul : "");
 		return -1;
 	}
 	if (bus != 0 || nfuncs == PCI_MAX_FUNCS) {
@@ -928,7 +931,7 @@ static int create_func(struct machine *m, unsigned bus, unsigned slot, unsigned 
 	    (config_node_get(node, "rom") != NULL &&
 	     attach_romfile(f, config_node_get(node, "rom"), why, sizeof(why)) < 0)) {
 		snprintf(err, errlen, "%s in slot %u:%u: %s", emul, slot, func,
-			 why[0] ? why : "cannot create");
+		         why[0] ? why : "cannot create");
 		return -1;
 	}
 	return 0;
@@ -959,7 +962,7 @@ static void mark_multifunction_slots(void)
 			if (funcs[j]->bus == f0->bus && funcs[j]->slot == f0->slot &&
 			    funcs[j]->func != 0)
 				pci_set_cfg(f0, PCIR_HDRTYPE, 1,
-					    pci_get_cfg(f0, PCIR_HDRTYPE, 1) | 0x80);
+				            pci_get_cfg(f0, PCIR_HDRTYPE, 1) | 0x80);
 	}
 }
 
@@ -993,7 +996,8 @@ int pci_init(struct machine *m, char *err, size_t errlen)
 	 * 32-bit access is dispatched by its first port. */
 	if (machine_register_pio(m, CF8_PORT, 1, cf8_access, NULL, "pci-cf8") < 0 ||
 	    machine_register_pio(m, CFC_PORT, 4, cfc_access, NULL, "pci-cfc") < 0 ||
-	    machine_register_mmio(m, PCI_ECAM_GPA, PCI_ECAM_SIZE, ecam_access, NULL, "pci-ecam") < 0) {
+	    machine_register_mmio(m, PCI_ECAM_GPA, PCI_ECAM_SIZE, ecam_access, NULL, "pci-ecam") <
+	        0) {
 		snprintf(err, errlen, "PCI configuration ports are taken");
 		return -1;
 	}

@@ -31,27 +31,27 @@
 #define PCI_IO_END      0x10000
 /* Inside the I/O window but never given to a BAR: the ACPI PM block at
  * QEMU's PIIX4 address (dev/pm.h). */
-#define PCI_IO_HOLE_BASE 0xb000
-#define PCI_IO_HOLE_END  0xb100
+#define PCI_IO_HOLE_BASE  0xb000
+#define PCI_IO_HOLE_END   0xb100
 #define PCI_INTX_GSI_BASE 16 /* INTx lines use IOAPIC pins 16-23 */
 
 /* Configuration header offsets and bits (PCI 3.0 section 6.2). */
-#define PCIR_VENDOR      0x00
-#define PCIR_DEVICE      0x02
-#define PCIR_COMMAND     0x04
-#define PCIR_STATUS      0x06
-#define PCIR_REVID       0x08
-#define PCIR_PROGIF      0x09
-#define PCIR_SUBCLASS    0x0a
-#define PCIR_CLASS       0x0b
-#define PCIR_HDRTYPE     0x0e
-#define PCIR_BAR0        0x10
-#define PCIR_SUBVEND     0x2c
-#define PCIR_SUBDEV      0x2e
-#define PCIR_ROM         0x30
-#define PCIR_CAP_PTR     0x34
-#define PCIR_INTLINE     0x3c
-#define PCIR_INTPIN      0x3d
+#define PCIR_VENDOR        0x00
+#define PCIR_DEVICE        0x02
+#define PCIR_COMMAND       0x04
+#define PCIR_STATUS        0x06
+#define PCIR_REVID         0x08
+#define PCIR_PROGIF        0x09
+#define PCIR_SUBCLASS      0x0a
+#define PCIR_CLASS         0x0b
+#define PCIR_HDRTYPE       0x0e
+#define PCIR_BAR0          0x10
+#define PCIR_SUBVEND       0x2c
+#define PCIR_SUBDEV        0x2e
+#define PCIR_ROM           0x30
+#define PCIR_CAP_PTR       0x34
+#define PCIR_INTLINE       0x3c
+#define PCIR_INTPIN        0x3d
 
 #define PCIM_CMD_IO        0x0001
 #define PCIM_CMD_MEM       0x0002
@@ -60,16 +60,16 @@
 #define PCIM_STATUS_INTR   0x0008
 #define PCIM_STATUS_CAPS   0x0010
 
-#define PCIY_MSI   0x05
-#define PCIY_VENDOR 0x09
-#define PCIY_PCIE  0x10
-#define PCIY_MSIX  0x11
+#define PCIY_MSI           0x05
+#define PCIY_VENDOR        0x09
+#define PCIY_PCIE          0x10
+#define PCIY_MSIX          0x11
 
 enum pci_bar_type {
 	PCI_BAR_NONE,
 	PCI_BAR_IO,
 	PCI_BAR_MEM32,
-	PCI_BAR_MEM64, /* occupies this BAR and the next */
+	PCI_BAR_MEM64,    /* occupies this BAR and the next */
 	PCI_BAR_MEM64_HI, /* the upper half of the 64-bit BAR before it */
 	PCI_BAR_ROM,
 };
@@ -102,7 +102,7 @@ struct pci_func {
 	struct machine *m;
 	uint8_t bus, slot, func;
 	const struct pci_devemu *de;
-	void *softc; /* the emulation's state */
+	void *softc;              /* the emulation's state */
 	pthread_mutex_t cfg_lock; /* config space and BAR/MSI state */
 	uint8_t cfg[PCI_CFG_SIZE];
 	struct pci_bar bar[PCI_NBARS + 1];
@@ -114,7 +114,7 @@ struct pci_func {
 
 	/* MSI (PCI 3.0 section 6.8.1) */
 	struct {
-		uint8_t cap;   /* capability offset, 0 none */
+		uint8_t cap; /* capability offset, 0 none */
 		bool enabled;
 		unsigned nvec; /* vectors enabled by the guest */
 	} msi;
@@ -140,7 +140,7 @@ void pci_set_cfg(struct pci_func *f, unsigned off, unsigned size, uint32_t val);
 
 /* Identity: vendor, device, class, subclass, prog-if, revision, subsystem. */
 void pci_set_ids(struct pci_func *f, uint16_t vendor, uint16_t device, uint8_t class,
-		 uint8_t subclass, uint8_t progif, uint8_t rev);
+                 uint8_t subclass, uint8_t progif, uint8_t rev);
 
 /*
  * Declare BAR `idx` of `size` bytes (rounded up to a power of two, at least
@@ -220,6 +220,6 @@ void pci_mmio64_window(uint64_t *base, uint64_t *size);
 /* Config access from mechanism #1 / ECAM, exported for tests and fuzzers. */
 uint32_t pci_cfg_read(unsigned bus, unsigned slot, unsigned func, unsigned off, unsigned size);
 void pci_cfg_write(unsigned bus, unsigned slot, unsigned func, unsigned off, unsigned size,
-		   uint32_t val);
+                   uint32_t val);
 
 #endif

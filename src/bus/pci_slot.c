@@ -96,7 +96,8 @@ int pci_parse_slot_option(const char *opt, char *err, size_t errlen)
 	elen = c2 ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1);
 	conf = c2 ? c2 + 1 : NULL;
 	if (parse_bdf(slotstr, &bus, &slot, &func) < 0) {
-		snprintf(err, errlen, "bad PCI slot '%s' (want slot[:func] or bus:slot:func)", slotstr);
+		snprintf(err, errlen, "bad PCI slot '%s' (want slot[:func] or bus:slot:func)",
+		         slotstr);
 		return -1;
 	}
 	if (elen == 0 || elen >= sizeof(emul)) {

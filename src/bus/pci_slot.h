@@ -27,17 +27,16 @@ struct pci_devemu {
 	const char *usage;
 	/* Turn the -s conf string into keys below `node`; NULL = generic
 	 * key=value parsing.  0, or -1 with `err` filled. */
-	int (*legacy_config)(struct config_node *node, const char *conf, char *err,
-			     size_t errlen);
+	int (*legacy_config)(struct config_node *node, const char *conf, char *err, size_t errlen);
 	/* Create the function from its config node: set IDs, BARs,
 	 * capabilities, state.  0, or -1 with `err`. */
 	int (*init)(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
-		    size_t errlen);
+	            size_t errlen);
 	/* Guest access to the emulation's own BAR `bar` at `offset` bytes;
 	 * `size` is 1, 2, 4 or 8.  NULL when the function has no such BARs. */
 	uint64_t (*bar_read)(struct pci_func *f, int bar, uint64_t offset, unsigned size);
 	void (*bar_write)(struct pci_func *f, int bar, uint64_t offset, unsigned size,
-			  uint64_t val);
+	                  uint64_t val);
 	/* Optional: take over a config access; return 0 when handled, -1
 	 * for the generic behaviour. */
 	int (*cfg_read)(struct pci_func *f, unsigned off, unsigned size, uint32_t *val);
@@ -57,7 +56,7 @@ struct pci_devemu {
 #define PCI_DEVEMU(id)                                                                             \
 	static const struct pci_devemu pci_devemu_##id;                                            \
 	static const struct pci_devemu *const pci_devemu_ptr_##id                                  \
-		__attribute__((section("pci_devemus"), used)) = &pci_devemu_##id;                  \
+	    __attribute__((section("pci_devemus"), used)) = &pci_devemu_##id;                      \
 	static const struct pci_devemu pci_devemu_##id
 
 /* Look an emulation up by name; NULL when unknown. */

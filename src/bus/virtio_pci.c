@@ -12,11 +12,11 @@
 #include "core/machine.h"
 #include "lib/log.h"
 
-#define VIRTIO_VENDOR      0x1af4
-#define VIRTIO_DEVICE_BASE 0x1040
+#define VIRTIO_VENDOR       0x1af4
+#define VIRTIO_DEVICE_BASE  0x1040
 #define VIRTIO_SUBSYSTEM_ID 0x1100
-#define VIRTIO_BAR         4 /* modern region, as QEMU places it */
-#define VIRTIO_MSIX_BAR    1
+#define VIRTIO_BAR          4 /* modern region, as QEMU places it */
+#define VIRTIO_MSIX_BAR     1
 
 /* Layout of the modern region. */
 #define REGION_COMMON 0x0000
@@ -52,8 +52,8 @@
 #define CC_Q_DRIVER     0x28
 #define CC_Q_DEVICE     0x30
 
-#define ISR_QUEUE  0x1
-#define ISR_CONFIG 0x2
+#define ISR_QUEUE       0x1
+#define ISR_CONFIG      0x2
 
 static struct ratelimit virtio_rl = RATELIMIT_INIT;
 
@@ -144,7 +144,7 @@ void virtio_config_changed(struct virtio_dev *vd)
 void virtio_needs_reset(struct virtio_dev *vd, const char *why)
 {
 	log_ratelimited(&virtio_rl, LOG_WARN, "%s %02x:%02x.%x: %s; device needs reset",
-			vd->ops->name, vd->pf->bus, vd->pf->slot, vd->pf->func, why);
+	                vd->ops->name, vd->pf->bus, vd->pf->slot, vd->pf->func, why);
 	__atomic_store_n(&vd->needs_reset, true, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&vd->status, __ATOMIC_SEQ_CST) & VIRTIO_STATUS_DRIVER_OK)
 		virtio_config_changed(vd);
@@ -262,7 +262,7 @@ static void status_write(struct virtio_dev *vd, uint8_t val)
 			vd->ops->features_ok(vd);
 	}
 	__atomic_store_n(&vd->status, (uint8_t)(val & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET),
-			 __ATOMIC_SEQ_CST);
+	                 __ATOMIC_SEQ_CST);
 	if ((val & VIRTIO_STATUS_DRIVER_OK) && !vd->started) {
 		ioeventfd_update(vd);
 		vd->started = true;
@@ -282,11 +282,11 @@ static void common_image(struct virtio_dev *vd, uint8_t img[0x40])
 {
 	struct virtio_queue *q = selected(vd);
 	uint32_t df = vd->device_feature_select < 2
-			      ? (uint32_t)(vd->device_features >> (32 * vd->device_feature_select))
-			      : 0;
+	                  ? (uint32_t)(vd->device_features >> (32 * vd->device_feature_select))
+	                  : 0;
 	uint32_t gf = vd->driver_feature_select < 2
-			      ? (uint32_t)(vd->driver_features >> (32 * vd->driver_feature_select))
-			      : 0;
+	                  ? (uint32_t)(vd->driver_features >> (32 * vd->driver_feature_select))
+	                  : 0;
 	uint16_t nq = (uint16_t)vd->nqueues, zero16 = 0;
 	uint16_t qnotify = vd->queue_select;
 
@@ -347,13 +347,13 @@ static void queue_enable(struct virtio_dev *vd, struct virtio_queue *q)
 	if (q->enabled)
 		return;
 	pthread_mutex_lock(&q->lock);
-	rc = vq_init(&q->vq, &vd->pf->m->vm.mem, q->size, q->desc, q->driver, q->device,
-		     event_idx, indirect);
+	rc = vq_init(&q->vq, &vd->pf->m->vm.mem, q->size, q->desc, q->driver, q->device, event_idx,
+	             indirect);
 	q->enabled = rc == 0;
 	pthread_mutex_unlock(&q->lock);
 	if (rc < 0) {
 		log_ratelimited(&virtio_rl, LOG_WARN, "%s: queue %u rings invalid", vd->ops->name,
-				vd->queue_select);
+		                vd->queue_select);
 		__atomic_store_n(&vd->needs_reset, true, __ATOMIC_SEQ_CST);
 	}
 }
@@ -382,10 +382,11 @@ static void queue_field_write(struct virtio_dev *vd, unsigned off, unsigned size
 		if (val == 1)
 			queue_enable(vd, q);
 	} else if (off >= CC_Q_DESC && off + size <= CC_Q_DEVICE + 8 &&
-		   (off - CC_Q_DESC) % 8 + size <= 8) {
+	           (off - CC_Q_DESC) % 8 + size <= 8) {
 		/* Each access stays inside one 64-bit address field. */
-		uint64_t *field = off < CC_Q_DRIVER ? &q->desc : off < CC_Q_DEVICE ? &q->driver
-										 : &q->device;
+		uint64_t *field = off < CC_Q_DRIVER   ? &q->desc
+		                  : off < CC_Q_DEVICE ? &q->driver
+		                                      : &q->device;
 
 		set_addr_part(field, (off - CC_Q_DESC) % 8, size, val);
 	}
@@ -515,7 +516,7 @@ static void *worker_main(void *arg)
 }
 
 int virtio_worker_start(struct virtio_worker *w, struct virtio_dev *vd, unsigned q,
-			void (*fn)(struct virtio_dev *vd, unsigned q))
+                        void (*fn)(struct virtio_dev *vd, unsigned q))
 {
 	uint64_t one = 1;
 
@@ -532,7 +533,8 @@ int virtio_worker_start(struct virtio_worker *w, struct virtio_dev *vd, unsigned
 	w->running = true;
 	/* Work queued before DRIVER_OK would otherwise wait for a kick. */
 	if (write(vd->queue[q].kick_fd, &one, sizeof(one)) < 0)
-		log_ratelimited(&virtio_rl, LOG_WARN, "%s: cannot start queue %u", vd->ops->name, q);
+		log_ratelimited(&virtio_rl, LOG_WARN, "%s: cannot start queue %u", vd->ops->name,
+		                q);
 	return 0;
 }
 
@@ -564,8 +566,8 @@ static void add_cap(struct pci_func *f, uint8_t type, uint32_t off, uint32_t len
 }
 
 int virtio_pci_init(struct virtio_dev *vd, struct pci_func *f, const struct virtio_ops *ops,
-		    void *softc, unsigned nqueues, uint16_t qsize, uint64_t features,
-		    size_t config_size, char *err, size_t errlen)
+                    void *softc, unsigned nqueues, uint16_t qsize, uint64_t features,
+                    size_t config_size, char *err, size_t errlen)
 {
 	uint8_t pcicap[20] = {PCIY_VENDOR, 0, 20, CAP_PCI};
 
@@ -580,7 +582,7 @@ int virtio_pci_init(struct virtio_dev *vd, struct pci_func *f, const struct virt
 	vd->nqueues = nqueues;
 	vd->config_size = config_size;
 	vd->device_features = features | (1ull << VIRTIO_F_VERSION_1) |
-			      (1ull << VIRTIO_F_INDIRECT_DESC) | (1ull << VIRTIO_F_EVENT_IDX);
+	                      (1ull << VIRTIO_F_INDIRECT_DESC) | (1ull << VIRTIO_F_EVENT_IDX);
 	vd->msix_config = VIRTIO_MSI_NO_VECTOR;
 	vd->config_irqfd = -1;
 	pthread_mutex_init(&vd->lock, NULL);
@@ -597,7 +599,7 @@ int virtio_pci_init(struct virtio_dev *vd, struct pci_func *f, const struct virt
 	}
 	f->softc = vd;
 	pci_set_ids(f, VIRTIO_VENDOR, (uint16_t)(VIRTIO_DEVICE_BASE + ops->device_type),
-		    ops->pci_class, ops->pci_subclass, 0, 1);
+	            ops->pci_class, ops->pci_subclass, 0, 1);
 	/* Non-transitional devices: revision 1 and a subsystem ID of 0x40 or
 	 * more (virtio 1.2 section 4.1.2.1); OVMF's Virtio10Dxe insists.
 	 * 0x1100 is QEMU's, which virtio-win's drivers match. */

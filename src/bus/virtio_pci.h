@@ -40,7 +40,7 @@ struct machine;
 #define VIRTIO_STATUS_DEVICE_NEEDS_RESET 0x40
 #define VIRTIO_STATUS_FAILED             0x80
 
-#define VIRTIO_MSI_NO_VECTOR 0xffff
+#define VIRTIO_MSI_NO_VECTOR             0xffff
 
 struct virtio_dev;
 
@@ -64,7 +64,7 @@ struct virtio_ops {
 struct virtio_queue {
 	pthread_mutex_t lock; /* held by whoever walks the rings */
 	struct virtqueue vq;
-	uint16_t size;        /* as negotiated (<= max_size) */
+	uint16_t size; /* as negotiated (<= max_size) */
 	uint16_t max_size;
 	uint16_t msix_vector; /* written under the device lock, read atomically */
 	/* pci_msix_live_irqfd() of msix_vector, or -1: what the queue's
@@ -73,8 +73,8 @@ struct virtio_queue {
 	int irqfd;
 	bool enabled;
 	uint64_t desc, driver, device; /* ring addresses as written */
-	int kick_fd;          /* eventfd: the driver notified this queue */
-	uint64_t ioeventfd_gpa; /* registered notify address, 0 none */
+	int kick_fd;                   /* eventfd: the driver notified this queue */
+	uint64_t ioeventfd_gpa;        /* registered notify address, 0 none */
 };
 
 struct virtio_dev {
@@ -111,8 +111,8 @@ struct virtio_dev {
  * 0, or -1 with `err` filled.
  */
 int virtio_pci_init(struct virtio_dev *vd, struct pci_func *f, const struct virtio_ops *ops,
-		    void *softc, unsigned nqueues, uint16_t qsize, uint64_t features,
-		    size_t config_size, char *err, size_t errlen);
+                    void *softc, unsigned nqueues, uint16_t qsize, uint64_t features,
+                    size_t config_size, char *err, size_t errlen);
 
 /* True when the driver accepted feature `bit`. */
 bool virtio_has_feature(const struct virtio_dev *vd, unsigned bit);
@@ -146,7 +146,7 @@ struct virtio_worker {
 };
 
 int virtio_worker_start(struct virtio_worker *w, struct virtio_dev *vd, unsigned q,
-			void (*fn)(struct virtio_dev *vd, unsigned q));
+                        void (*fn)(struct virtio_dev *vd, unsigned q));
 void virtio_worker_stop(struct virtio_worker *w);
 
 /* The pci_devemu hooks every virtio emulation uses. */

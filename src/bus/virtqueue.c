@@ -2,12 +2,12 @@
 
 #include <string.h>
 
-#define ring_load(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define ring_store(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define full_barrier()    __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define ring_load(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ring_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define full_barrier()   __atomic_thread_fence(__ATOMIC_SEQ_CST)
 
 int vq_init(struct virtqueue *vq, const struct guest_mem *gm, uint16_t size, uint64_t desc,
-	    uint64_t avail, uint64_t used, bool event_idx, bool indirect)
+            uint64_t avail, uint64_t used, bool event_idx, bool indirect)
 {
 	uint64_t desc_len = 16ull * size, avail_len = 6 + 2ull * size, used_len = 6 + 8ull * size;
 	void *d, *a, *u;

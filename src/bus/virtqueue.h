@@ -19,12 +19,12 @@
 
 #include "vmm/mem.h"
 
-#define VQ_MAX_SIZE 32768
-#define VQ_MAX_IOV  1024 /* longest chain accepted (Linux uses at most 1024 segments) */
+#define VQ_MAX_SIZE                32768
+#define VQ_MAX_IOV                 1024 /* longest chain accepted (Linux uses at most 1024 segments) */
 
-#define VRING_DESC_F_NEXT     1
-#define VRING_DESC_F_WRITE    2
-#define VRING_DESC_F_INDIRECT 4
+#define VRING_DESC_F_NEXT          1
+#define VRING_DESC_F_WRITE         2
+#define VRING_DESC_F_INDIRECT      4
 #define VRING_AVAIL_F_NO_INTERRUPT 1
 #define VRING_USED_F_NO_NOTIFY     1
 
@@ -42,19 +42,19 @@ struct vring_used_elem {
 
 struct virtqueue {
 	const struct guest_mem *gm;
-	uint16_t size;       /* entries, a power of two */
-	bool ready;          /* rings validated and in use */
-	bool event_idx;      /* VIRTIO_F_EVENT_IDX negotiated */
-	bool indirect;       /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
+	uint16_t size;  /* entries, a power of two */
+	bool ready;     /* rings validated and in use */
+	bool event_idx; /* VIRTIO_F_EVENT_IDX negotiated */
+	bool indirect;  /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
 	uint64_t desc_gpa, avail_gpa, used_gpa;
-	struct vring_desc *desc;   /* host pointers, valid while ready */
-	volatile uint16_t *avail;  /* flags, idx, ring[size], used_event */
+	struct vring_desc *desc;     /* host pointers, valid while ready */
+	volatile uint16_t *avail;    /* flags, idx, ring[size], used_event */
 	volatile uint16_t *used_hdr; /* flags, idx */
 	volatile struct vring_used_elem *used_ring;
 	volatile uint16_t *avail_event; /* after used ring */
-	uint16_t last_avail;  /* next available entry to take */
-	uint16_t used_idx;    /* next used entry to fill */
-	uint16_t signalled_used; /* used index at the last interrupt */
+	uint16_t last_avail;            /* next available entry to take */
+	uint16_t used_idx;              /* next used entry to fill */
+	uint16_t signalled_used;        /* used index at the last interrupt */
 	bool signalled_valid;
 };
 
@@ -62,9 +62,9 @@ struct virtqueue {
  * caller provides `iov` with room for `iov_cap` entries; a longer chain is
  * an error (devices advertise their limit, e.g. virtio-blk's seg_max). */
 struct vq_elem {
-	uint16_t head;     /* index to return in the used ring */
-	unsigned nread;    /* iov[0 .. nread) device-readable */
-	unsigned nwrite;   /* iov[nread .. nread+nwrite) device-writable */
+	uint16_t head;                /* index to return in the used ring */
+	unsigned nread;               /* iov[0 .. nread) device-readable */
+	unsigned nwrite;              /* iov[nread .. nread+nwrite) device-writable */
 	uint64_t read_len, write_len; /* bytes in each part */
 	unsigned iov_cap;
 	struct iovec *iov;
@@ -78,7 +78,7 @@ enum vq_pop_result { VQ_EMPTY = 0, VQ_GOT = 1, VQ_ERROR = -1 };
  * size is not a power of two in 1..VQ_MAX_SIZE.
  */
 int vq_init(struct virtqueue *vq, const struct guest_mem *gm, uint16_t size, uint64_t desc,
-	    uint64_t avail, uint64_t used, bool event_idx, bool indirect);
+            uint64_t avail, uint64_t used, bool event_idx, bool indirect);
 
 /* Forget the rings (device reset / queue reset). */
 void vq_reset(struct virtqueue *vq);

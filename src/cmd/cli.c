@@ -17,25 +17,30 @@
 
 void cli_usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: khyve [-AHPSuwx] [-c [[cpus=]n][,sockets=n][,cores=n][,threads=n]]\n"
-		"             [-m size[K|M|G|T]] [-s slot,emulation[,conf]]... [-l lpcdev[,conf]]...\n"
-		"             [-o key=value]... [-k configfile] [-U uuid] vmname\n"
-		"  -A  build ACPI tables (always on for direct Linux boot)\n"
-		"  -c  vCPUs and topology          -m  guest memory (default 256M; bare n < 1M means MiB)\n"
-		"  -s  PCI device in a slot        -l  LPC device: comN,stdio|/dev/tty..|tcp=IP:PORT|\n"
-		"                                      pty=LINK,\n"
-		"                                      bootrom,ROM[,VARS], debugcon,FILE (port 0x402),\n"
-		"                                      pc-testdev[,debugcon=FILE]\n"
-		"  -o  set a config key            -k  read key=value lines from a file\n"
-		"  -H  (accepted; HLT always yields)   -P  x86.vmexit_on_pause\n"
-		"  -S  wire guest memory           -u  RTC keeps UTC          -U  SMBIOS UUID\n"
-		"  -w  ignore unknown MSRs         -x  x2APIC mode            -e  exit on unhandled I/O\n"
-		"  -h, --help  this help;  -s help / -l help: the devices;\n"
-		"              -s EMULATION,help / -l DEVICE,help: the options of one\n"
-		"Linux direct boot: -o linux.kernel=BZIMAGE [-o linux.initrd=FILE] [-o linux.cmdline=...]\n"
-		"Print the configuration: -o config.dump=1.   Exit status: 0 reboot, 1 poweroff,\n"
-		"2 halt, 3 triple fault, 4 error.\n");
+	fprintf(
+	    out,
+	    "Usage: khyve [-AHPSuwx] [-c [[cpus=]n][,sockets=n][,cores=n][,threads=n]]\n"
+	    "             [-m size[K|M|G|T]] [-s slot,emulation[,conf]]... [-l lpcdev[,conf]]...\n"
+	    "             [-o key=value]... [-k configfile] [-U uuid] vmname\n"
+	    "  -A  build ACPI tables (always on for direct Linux boot)\n"
+	    "  -c  vCPUs and topology          -m  guest memory (default 256M; bare n < 1M means "
+	    "MiB)\n"
+	    "  -s  PCI device in a slot        -l  LPC device: comN,stdio|/dev/tty..|tcp=IP:PORT|\n"
+	    "                                      pty=LINK,\n"
+	    "                                      bootrom,ROM[,VARS], debugcon,FILE (port "
+	    "0x402),\n"
+	    "                                      pc-testdev[,debugcon=FILE]\n"
+	    "  -o  set a config key            -k  read key=value lines from a file\n"
+	    "  -H  (accepted; HLT always yields)   -P  x86.vmexit_on_pause\n"
+	    "  -S  wire guest memory           -u  RTC keeps UTC          -U  SMBIOS UUID\n"
+	    "  -w  ignore unknown MSRs         -x  x2APIC mode            -e  exit on unhandled "
+	    "I/O\n"
+	    "  -h, --help  this help;  -s help / -l help: the devices;\n"
+	    "              -s EMULATION,help / -l DEVICE,help: the options of one\n"
+	    "Linux direct boot: -o linux.kernel=BZIMAGE [-o linux.initrd=FILE] [-o "
+	    "linux.cmdline=...]\n"
+	    "Print the configuration: -o config.dump=1.   Exit status: 0 reboot, 1 poweroff,\n"
+	    "2 halt, 3 triple fault, 4 error.\n");
 }
 
 static void set_defaults(void)
@@ -230,12 +235,14 @@ enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t er
 			if (err[0] == '\0' && optarg != NULL)
 				snprintf(err, errlen, "bad argument to -%c: '%s'", ch, optarg);
 			else if (err[0] == '\0')
-				snprintf(err, errlen, "cannot apply -%c: a config key it sets is taken", ch);
+				snprintf(err, errlen,
+				         "cannot apply -%c: a config key it sets is taken", ch);
 			return CLI_ERROR;
 		}
 	}
 	if (argc - optind > 1) {
-		snprintf(err, errlen, "unexpected argument '%s' after the VM name", argv[optind + 1]);
+		snprintf(err, errlen, "unexpected argument '%s' after the VM name",
+		         argv[optind + 1]);
 		return CLI_ERROR;
 	}
 	if (argc - optind == 1 && config_set("name", argv[optind]) < 0) {
@@ -262,12 +269,13 @@ static int validate_boot(char *err, size_t errlen)
 	const char *rom = config_get("lpc.bootrom");
 
 	if (kernel != NULL && rom != NULL) {
-		snprintf(err, errlen, "choose one boot method: linux.kernel or -l bootrom, not both");
+		snprintf(err, errlen,
+		         "choose one boot method: linux.kernel or -l bootrom, not both");
 		return -1;
 	}
 	if (kernel == NULL && rom == NULL) {
 		snprintf(err, errlen,
-			 "nothing to boot: give -l bootrom,FIRMWARE or -o linux.kernel=BZIMAGE");
+		         "nothing to boot: give -l bootrom,FIRMWARE or -o linux.kernel=BZIMAGE");
 		return -1;
 	}
 	if (kernel == NULL && (config_get("linux.initrd") || config_get("linux.cmdline"))) {
@@ -291,7 +299,7 @@ int cli_validate(char *err, size_t errlen)
 		return -1;
 	if (mem == NULL || parse_memsize(mem, &bytes) < 0) {
 		snprintf(err, errlen, "invalid memory size '%s' (want e.g. 512M or 2G)",
-			 mem ? mem : "");
+		         mem ? mem : "");
 		return -1;
 	}
 	return validate_boot(err, errlen);

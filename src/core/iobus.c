@@ -59,7 +59,7 @@ static int grow(struct iobus *bus)
 }
 
 int iobus_register(struct iobus *bus, uint64_t base, uint64_t len, iobus_handler_t handler,
-		   void *arg, const char *name)
+                   void *arg, const char *name)
 {
 	struct iobus_range r = {base, len, handler, arg, name};
 	size_t i;
@@ -95,7 +95,7 @@ int iobus_unregister(struct iobus *bus, uint64_t base)
 	i = upper_bound(bus, base);
 	if (i > 0 && bus->ranges[i - 1].base == base) {
 		memmove(&bus->ranges[i - 1], &bus->ranges[i],
-			(bus->nranges - i) * sizeof(bus->ranges[0]));
+		        (bus->nranges - i) * sizeof(bus->ranges[0]));
 		bus->nranges--;
 		rc = 0;
 	}
@@ -127,7 +127,7 @@ bool iobus_access(struct iobus *bus, uint64_t addr, unsigned size, bool is_write
 		if (!is_write)
 			*val = ~0ull;
 		log_ratelimited(&rl, LOG_WARN, "%s %s failed at 0x%llx (size %u)", hit.name,
-				is_write ? "write" : "read", (unsigned long long)addr, size);
+		                is_write ? "write" : "read", (unsigned long long)addr, size);
 	}
 	return true;
 }

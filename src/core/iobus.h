@@ -22,7 +22,7 @@
  * is logged and the access otherwise treated as done (reads give all ones).
  */
 typedef int (*iobus_handler_t)(void *arg, uint64_t offset, unsigned size, bool is_write,
-			       uint64_t *val);
+                               uint64_t *val);
 
 struct iobus_range {
 	uint64_t base;
@@ -47,7 +47,7 @@ void iobus_destroy(struct iobus *bus);
 /* Claim [base, base+len).  Returns 0, or -1 if len is 0, the range wraps,
  * or it overlaps a registered range. */
 int iobus_register(struct iobus *bus, uint64_t base, uint64_t len, iobus_handler_t handler,
-		   void *arg, const char *name);
+                   void *arg, const char *name);
 
 /* Release the range starting at `base`; -1 when none starts there. */
 int iobus_unregister(struct iobus *bus, uint64_t base);

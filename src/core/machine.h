@@ -26,10 +26,10 @@ struct machine {
 	int exit_fd;   /* eventfd: wakes the loop when an exit is requested */
 	int exit_code; /* process exit status; first request wins */
 	bool exit_requested;
-	bool strict_io;    /* x86.strictio: unclaimed I/O ends the VM (-e) */
-	struct pm *pm;     /* ACPI PM block: target of the power button */
+	bool strict_io;      /* x86.strictio: unclaimed I/O ends the VM (-e) */
+	struct pm *pm;       /* ACPI PM block: target of the power button */
 	struct pflash *vars; /* the boot ROM's variable store, or NULL */
-	uint64_t start_ns; /* CLOCK_MONOTONIC at process start */
+	uint64_t start_ns;   /* CLOCK_MONOTONIC at process start */
 	/* Where shared interrupt lines go when there is no KVM VM (the device
 	 * harness in bench/ and unit tests); NULL: KVM_IRQ_LINE. */
 	void (*intx_hook)(struct machine *m, unsigned gsi, bool level);

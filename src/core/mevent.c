@@ -55,7 +55,7 @@ void mevent_loop_free(struct mevent_loop *loop)
 }
 
 struct mevent *mevent_add(struct mevent_loop *loop, int fd, uint32_t events, mevent_cb_t cb,
-			  void *arg)
+                          void *arg)
 {
 	struct mevent *ev = calloc(1, sizeof(*ev));
 	struct epoll_event ee = {.events = events};

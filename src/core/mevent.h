@@ -25,7 +25,7 @@ void mevent_loop_free(struct mevent_loop *loop);
  * caller.  Returns NULL on failure.  May be called from any thread.
  */
 struct mevent *mevent_add(struct mevent_loop *loop, int fd, uint32_t events, mevent_cb_t cb,
-			  void *arg);
+                          void *arg);
 
 /* Stop watching and free `ev`.  Only on the loop thread from `ev`'s own
  * callback, or when the loop is not running. */

@@ -15,17 +15,17 @@
 static struct ratelimit unhandled_rl = RATELIMIT_INIT;
 
 static void note_unhandled(struct machine *m, const char *kind, uint64_t addr, unsigned size,
-			   bool is_write, uint64_t val)
+                           bool is_write, uint64_t val)
 {
 	if (m->strict_io) {
 		log_err("unhandled %s %s at 0x%llx (size %u), stopping (x86.strictio)", kind,
-			is_write ? "write" : "read", (unsigned long long)addr, size);
+		        is_write ? "write" : "read", (unsigned long long)addr, size);
 		machine_request_exit(m, KHYVE_EXIT_ERROR);
 		return;
 	}
 	log_ratelimited(&unhandled_rl, LOG_DEBUG, "unhandled %s %s at 0x%llx size %u val 0x%llx",
-			kind, is_write ? "write" : "read", (unsigned long long)addr, size,
-			(unsigned long long)val);
+	                kind, is_write ? "write" : "read", (unsigned long long)addr, size,
+	                (unsigned long long)val);
 }
 
 static void handle_io(struct machine *m, struct vcpu *v)
@@ -112,10 +112,10 @@ static void handle_fatal_exit(struct machine *m, struct vcpu *v)
 		log_pvm_stop(v);
 	else if (run->exit_reason == KVM_EXIT_INTERNAL_ERROR)
 		log_err("vCPU %u: KVM internal error, suberror %u", v->index,
-			run->internal.suberror);
+		        run->internal.suberror);
 	else if (run->exit_reason == KVM_EXIT_FAIL_ENTRY)
 		log_err("vCPU %u: VM entry failed, reason 0x%llx", v->index,
-			(unsigned long long)run->fail_entry.hardware_entry_failure_reason);
+		        (unsigned long long)run->fail_entry.hardware_entry_failure_reason);
 	else
 		log_err("vCPU %u: unexpected exit reason %u", v->index, run->exit_reason);
 	machine_request_exit(m, KHYVE_EXIT_ERROR);

@@ -12,11 +12,11 @@
 #include "core/machine.h"
 #include "dev/lpc.h"
 
-#define KBC_DATA_PORT 0x60
-#define KBC_CMD_PORT  0x64
+#define KBC_DATA_PORT         0x60
+#define KBC_CMD_PORT          0x64
 
-#define KBC_STS_OBF 0x01
-#define KBC_STS_SYS 0x04
+#define KBC_STS_OBF           0x01
+#define KBC_STS_SYS           0x04
 
 #define KBC_CMD_READ_CMDBYTE  0x20
 #define KBC_CMD_WRITE_CMDBYTE 0x60
@@ -130,7 +130,7 @@ static int atkbdc_init(struct machine *m, char *err, size_t errlen)
 }
 
 LPC_DEVICE(atkbdc) = {
-	.name = "atkbdc",
-	.descr = "8042 keyboard controller, for its reset line (built in)",
-	.init = atkbdc_init,
+    .name = "atkbdc",
+    .descr = "8042 keyboard controller, for its reset line (built in)",
+    .init = atkbdc_init,
 };

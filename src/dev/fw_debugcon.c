@@ -18,8 +18,7 @@
 #define FW_DEBUGCON_PORT     0x402
 #define FW_DEBUGCON_READBACK 0xe9
 
-static int fw_debugcon_port(void *arg, uint64_t offset, unsigned size, bool is_write,
-			    uint64_t *val)
+static int fw_debugcon_port(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
 {
 	int *fd = arg;
 	uint8_t b = (uint8_t)*val;

@@ -78,15 +78,15 @@
 #define NVME_BAR0_SIZE     0x4000u
 #define NVME_DOORBELL_BASE 0x1000u
 #define NVME_MSIX_BAR      4
-#define NVME_AER_MAX       4   /* AERL + 1 */
-#define NVME_EVENT_MAX     8   /* asynchronous events waiting for an AER */
-#define NVME_ERRLOG_MAX    16  /* Error Information log entries (ELPE + 1) */
+#define NVME_AER_MAX       4  /* AERL + 1 */
+#define NVME_EVENT_MAX     8  /* asynchronous events waiting for an AER */
+#define NVME_ERRLOG_MAX    16 /* Error Information log entries (ELPE + 1) */
 /* Abort marks per SQ: Abort completes at once, so more than ACL (4) can
  * wait for their commands to be fetched; beyond this, "not aborted". */
-#define NVME_ABORT_MAX     16
-#define NVME_DSM_MAX       256 /* ranges per Dataset Management */
-#define NVME_REAP_BATCH    64
-#define NVME_NSID          1u
+#define NVME_ABORT_MAX  16
+#define NVME_DSM_MAX    256 /* ranges per Dataset Management */
+#define NVME_REAP_BATCH 64
+#define NVME_NSID       1u
 
 /* ---- controller registers (section 3.1) ---- */
 
@@ -181,10 +181,10 @@ enum {
 	FEAT_COUNT = 0x0c,
 };
 
-#define LOG_ERROR    0x01
-#define LOG_SMART    0x02
-#define LOG_FW_SLOT  0x03
-#define LOG_PAGE_LEN 512
+#define LOG_ERROR     0x01
+#define LOG_SMART     0x02
+#define LOG_FW_SLOT   0x03
+#define LOG_PAGE_LEN  512
 #define LOG_ERROR_LEN (NVME_ERRLOG_MAX * sizeof(struct nvme_error_entry))
 #define GET_LOG_RAE   (1u << 15) /* CDW10: retain asynchronous event */
 
@@ -529,7 +529,7 @@ static void errlog_add(struct nvme_ctrl *c, uint16_t sqid, uint16_t cid, uint16_
 /* Aborts the host asked for (Abort, Delete I/O SQ) are not errors. */
 static bool status_is_error(uint16_t status)
 {
-	uint16_t st = status & (uint16_t)~(NVME_DNR | 1u);
+	uint16_t st = status & (uint16_t) ~(NVME_DNR | 1u);
 
 	return st != ST_OK && st != ST_ABORT_REQ && st != ST_SQ_DELETED;
 }
@@ -831,12 +831,12 @@ static void identify_controller(const struct nvme_ctrl *c, uint8_t *d)
 	d[73] = 0x58, d[74] = 0x9c, d[75] = 0xfc; /* IEEE OUI (FreeBSD's) */
 	d[77] = NVME_MDTS;
 	put_le(d + 80, NVME_VERSION, 4);
-	d[111] = 1;                                     /* CNTRLTYPE: I/O controller */
-	d[258] = 3;                                     /* ACL: 4 aborts */
-	d[259] = NVME_AER_MAX - 1;                      /* AERL */
-	d[260] = 0x03;                                  /* FRMW: one slot, read-only */
-	d[261] = 0x00;                                  /* LPA */
-	d[262] = NVME_ERRLOG_MAX - 1;                   /* ELPE */
+	d[111] = 1;                   /* CNTRLTYPE: I/O controller */
+	d[258] = 3;                   /* ACL: 4 aborts */
+	d[259] = NVME_AER_MAX - 1;    /* AERL */
+	d[260] = 0x03;                /* FRMW: one slot, read-only */
+	d[261] = 0x00;                /* LPA */
+	d[262] = NVME_ERRLOG_MAX - 1; /* ELPE */
 	put_le(d + 266, NVME_WCTEMP, 2);
 	put_le(d + 268, NVME_CCTEMP, 2);
 	d[512] = 0x66;                                  /* SQES: 64 bytes */
@@ -917,7 +917,7 @@ static void smart_log(struct nvme_ctrl *c, uint8_t *d)
 	put_le(d + 48, (wr + 999) / 1000, 8);
 	put_le(d + 64, __atomic_load_n(&c->read_cmds, __ATOMIC_RELAXED), 8);
 	put_le(d + 80, __atomic_load_n(&c->write_cmds, __ATOMIC_RELAXED), 8);
-	put_le(d + 112, 1, 8);              /* power cycles */
+	put_le(d + 112, 1, 8); /* power cycles */
 	pthread_mutex_lock(&c->errlog_lock);
 	put_le(d + 160, c->media_errors, 8); /* media and data integrity errors */
 	put_le(d + 176, c->error_count, 8);  /* error log entries, lifetime */

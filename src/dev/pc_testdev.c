@@ -107,7 +107,7 @@ static int testdev_init(struct machine *m, char *err, size_t errlen)
 	if (machine_register_pio(m, TESTDEV_EXIT_PORT, 4, exit_port, t, "isa-debug-exit") < 0 ||
 	    machine_register_pio(m, TESTDEV_DEBUGCON, 1, debugcon_port, t, "debugcon") < 0 ||
 	    machine_register_mmio(m, TESTDEV_IOMEM_GPA, TESTDEV_IOMEM_SIZE, iomem_access, t,
-				  "pc-testdev-iomem") < 0) {
+	                          "pc-testdev-iomem") < 0) {
 		snprintf(err, errlen, "pc-testdev ports are already taken");
 		return -1;
 	}
@@ -115,10 +115,10 @@ static int testdev_init(struct machine *m, char *err, size_t errlen)
 }
 
 LPC_DEVICE(pc_testdev) = {
-	.name = "pc-testdev",
-	.option = "pc-testdev",
-	.descr = "QEMU's test devices: exit port 0xf4, debug port 0xe9, MMIO scratch",
-	.usage = "  -l pc-testdev[,debugcon=FILE]\n"
-	         "  debugcon=FILE    append what the guest writes to port 0xe9 to FILE\n",
-	.init = testdev_init,
+    .name = "pc-testdev",
+    .option = "pc-testdev",
+    .descr = "QEMU's test devices: exit port 0xf4, debug port 0xe9, MMIO scratch",
+    .usage = "  -l pc-testdev[,debugcon=FILE]\n"
+             "  debugcon=FILE    append what the guest writes to port 0xe9 to FILE\n",
+    .init = testdev_init,
 };

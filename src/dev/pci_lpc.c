@@ -10,7 +10,7 @@
 #include "bus/pci.h"
 
 static int lpc_bridge_init(struct machine *m, struct pci_func *f, struct config_node *node,
-			   char *err, size_t errlen)
+                           char *err, size_t errlen)
 {
 	static bool created;
 
@@ -34,8 +34,8 @@ static int lpc_bridge_init(struct machine *m, struct pci_func *f, struct config_
 }
 
 PCI_DEVEMU(lpc) = {
-	.name = "lpc",
-	.descr = "LPC bridge: the -l devices (COM ports, RTC, ...) hang off it",
-	.usage = "  -s SLOT,lpc\n",
-	.init = lpc_bridge_init,
+    .name = "lpc",
+    .descr = "LPC bridge: the -l devices (COM ports, RTC, ...) hang off it",
+    .usage = "  -s SLOT,lpc\n",
+    .init = lpc_bridge_init,
 };

@@ -14,10 +14,10 @@
 #include "bus/pci.h"
 #include "dev/pm.h"
 
-#define PIIX4_PMBA       0x40
-#define PIIX4_PMREGMISC  0x80
-#define PIIX4_PMIOSE     0x01
-#define PIIX4_SMBBA      0x90
+#define PIIX4_PMBA      0x40
+#define PIIX4_PMREGMISC 0x80
+#define PIIX4_PMIOSE    0x01
+#define PIIX4_SMBBA     0x90
 
 static int piix4_pm_cfg_write(struct pci_func *f, unsigned off, unsigned size, uint32_t val)
 {
@@ -31,8 +31,8 @@ static int piix4_pm_cfg_write(struct pci_func *f, unsigned off, unsigned size, u
 	return -1;
 }
 
-static int piix4_pm_init(struct machine *m, struct pci_func *f, struct config_node *node,
-			 char *err, size_t errlen)
+static int piix4_pm_init(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
+                         size_t errlen)
 {
 	(void)m;
 	(void)node;
@@ -48,9 +48,9 @@ static int piix4_pm_init(struct machine *m, struct pci_func *f, struct config_no
 }
 
 PCI_DEVEMU(piix4_pm) = {
-	.name = "piix4-pm",
-	.descr = "PIIX4 power management function (ACPI PM timer), for OVMF",
-	.usage = "  -s 1:3,piix4-pm\n",
-	.init = piix4_pm_init,
-	.cfg_write = piix4_pm_cfg_write,
+    .name = "piix4-pm",
+    .descr = "PIIX4 power management function (ACPI PM timer), for OVMF",
+    .usage = "  -s 1:3,piix4-pm\n",
+    .init = piix4_pm_init,
+    .cfg_write = piix4_pm_cfg_write,
 };

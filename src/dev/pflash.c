@@ -42,7 +42,7 @@ struct pflash {
 	uint64_t size; /* bytes */
 	enum pflash_mode mode;
 	uint8_t status;
-	bool dirty;    /* written since the last msync */
+	bool dirty; /* written since the last msync */
 	void (*array_hook)(void *arg, bool on);
 	void *array_arg;
 };
@@ -59,15 +59,19 @@ struct pflash *pflash_open(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "variable store %s: %s", path, strerror(errno));
 		goto fail;
 	}
-	if (st.st_size <= 0 || st.st_size % PFLASH_BLOCK_SIZE != 0 || st.st_size > PFLASH_MAX_SIZE) {
-		snprintf(err, errlen, "variable store %s: %lld bytes (want a multiple of %u, at most "
-			 "16 MiB)", path, (long long)st.st_size, PFLASH_BLOCK_SIZE);
+	if (st.st_size <= 0 || st.st_size % PFLASH_BLOCK_SIZE != 0 ||
+	    st.st_size > PFLASH_MAX_SIZE) {
+		snprintf(err, errlen,
+		         "variable store %s: %lld bytes (want a multiple of %u, at most "
+		         "16 MiB)",
+		         path, (long long)st.st_size, PFLASH_BLOCK_SIZE);
 		goto fail;
 	}
 	pf->size = (uint64_t)st.st_size;
 	pf->data = mmap(NULL, pf->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (pf->data == MAP_FAILED) {
-		snprintf(err, errlen, "variable store %s: cannot map it: %s", path, strerror(errno));
+		snprintf(err, errlen, "variable store %s: cannot map it: %s", path,
+		         strerror(errno));
 		pf->data = NULL;
 		goto fail;
 	}
@@ -95,7 +99,7 @@ int pflash_sync(struct pflash *pf)
 	pthread_mutex_unlock(&pf->lock);
 	if (rc < 0)
 		log_ratelimited(&pflash_rl, LOG_WARN, "variable store: msync failed: %s",
-				strerror(errno));
+		                strerror(errno));
 	return rc;
 }
 
@@ -131,8 +135,9 @@ void pflash_set_array_hook(struct pflash *pf, void (*fn)(void *arg, bool on), vo
 static uint8_t register_byte(const struct pflash *pf, uint64_t offset)
 {
 	if (pf->mode == MODE_ID)
-		return (offset & 0xff) == 0 ? ID_MANUFACTURER :
-		       (offset & 0xff) == 1 ? ID_DEVICE : 0;
+		return (offset & 0xff) == 0   ? ID_MANUFACTURER
+		       : (offset & 0xff) == 1 ? ID_DEVICE
+		                              : 0;
 	return pf->status;
 }
 
@@ -202,7 +207,7 @@ static bool command(struct pflash *pf, uint8_t cmd)
 		break;
 	default:
 		log_ratelimited(&pflash_rl, LOG_WARN,
-				"variable store: unsupported flash command 0x%02x", cmd);
+		                "variable store: unsupported flash command 0x%02x", cmd);
 		pf->mode = MODE_ARRAY;
 		break;
 	}
@@ -221,7 +226,8 @@ static bool flash_write(struct pflash *pf, uint64_t offset, unsigned size, uint6
 	case MODE_ERASE:
 		pf->mode = MODE_STATUS;
 		if ((uint8_t)val != CMD_ERASE_CONFIRM) {
-			pf->status |= STATUS_ERASE_ERR | STATUS_PROG_ERR; /* command sequence error */
+			pf->status |=
+			    STATUS_ERASE_ERR | STATUS_PROG_ERR; /* command sequence error */
 			return false;
 		}
 		erase_block(pf, offset);

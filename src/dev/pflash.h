@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PFLASH_BLOCK_SIZE 4096u        /* bytes: OVMF's and QEMU's sector */
-#define PFLASH_MAX_SIZE   (16u << 20)  /* bytes */
+#define PFLASH_BLOCK_SIZE 4096u       /* bytes: OVMF's and QEMU's sector */
+#define PFLASH_MAX_SIZE   (16u << 20) /* bytes */
 
 struct pflash;
 

@@ -13,7 +13,7 @@
 #define PM_TIMER_HZ 3579545ull
 
 _Static_assert(PM_BASE >= PCI_IO_HOLE_BASE && PM_BASE + PM_BLOCK_LEN <= PCI_IO_HOLE_END,
-	       "the PM block must stay in the hole of the PCI I/O window");
+               "the PM block must stay in the hole of the PCI I/O window");
 
 struct pm {
 	pthread_mutex_t lock;
@@ -209,7 +209,8 @@ static int pm_lpc_init(struct machine *m, char *err, size_t errlen)
 		return -1;
 	blk = (struct pm_port){m->pm, PM1A_EVT_PORT};
 	reset = (struct pm_port){m->pm, PM_RESET_PORT};
-	if (machine_register_pio(m, PM1A_EVT_PORT, PM_BLOCK_LEN, pm_port_access, &blk, "acpi-pm") < 0 ||
+	if (machine_register_pio(m, PM1A_EVT_PORT, PM_BLOCK_LEN, pm_port_access, &blk, "acpi-pm") <
+	        0 ||
 	    machine_register_pio(m, PM_RESET_PORT, 1, pm_port_access, &reset, "reset") < 0)
 		return -1;
 	return 0;

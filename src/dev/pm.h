@@ -13,22 +13,22 @@
 
 /* QEMU's PIIX4 layout (PMBA 0xB000), which firmware built for QEMU
  * assumes; it keeps SeaBIOS's and OVMF's debug port 0x402 free. */
-#define PM_BASE       0xb000
-#define PM_BLOCK_LEN  12
-#define PM1A_EVT_PORT PM_BASE         /* 4 bytes: PM1_STS (2), PM1_EN (2) */
-#define PM1A_CNT_PORT (PM_BASE + 4)   /* 2 bytes */
-#define PM_TMR_PORT   (PM_BASE + 8)   /* 4 bytes, 3.579545 MHz */
-#define PM_RESET_PORT 0xcf9 /* reset control register */
-#define PM_SCI_IRQ    9
-#define PM_RESET_VALUE 0x06 /* what the FADT reset register asks the OS to write */
-#define PM_SLP_TYP_S5 5    /* \_S5 package value: SLP_TYP for soft-off */
-#define PM_SLP_TYP_PIIX4_OFF 0 /* what QEMU's PIIX4 also takes as soft-off */
+#define PM_BASE              0xb000
+#define PM_BLOCK_LEN         12
+#define PM1A_EVT_PORT        PM_BASE       /* 4 bytes: PM1_STS (2), PM1_EN (2) */
+#define PM1A_CNT_PORT        (PM_BASE + 4) /* 2 bytes */
+#define PM_TMR_PORT          (PM_BASE + 8) /* 4 bytes, 3.579545 MHz */
+#define PM_RESET_PORT        0xcf9         /* reset control register */
+#define PM_SCI_IRQ           9
+#define PM_RESET_VALUE       0x06 /* what the FADT reset register asks the OS to write */
+#define PM_SLP_TYP_S5        5    /* \_S5 package value: SLP_TYP for soft-off */
+#define PM_SLP_TYP_PIIX4_OFF 0    /* what QEMU's PIIX4 also takes as soft-off */
 
-#define PM1_TMR_STS    0x0001
-#define PM1_PWRBTN_STS 0x0100
-#define PM1_WAK_STS    0x8000
-#define PM1_SCI_EN     0x0001
-#define PM1_SLP_EN     0x2000
+#define PM1_TMR_STS          0x0001
+#define PM1_PWRBTN_STS       0x0100
+#define PM1_WAK_STS          0x8000
+#define PM1_SCI_EN           0x0001
+#define PM1_SLP_EN           0x2000
 
 struct pm;
 struct machine;

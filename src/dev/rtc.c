@@ -10,8 +10,8 @@
 #include "lib/aml.h"
 #include "lib/config.h"
 
-#define RTC_PORT   0x70 /* index, then data at 0x71 */
-#define RTC_NPORTS 2
+#define RTC_PORT     0x70 /* index, then data at 0x71 */
+#define RTC_NPORTS   2
 
 #define RTC_SEC      0x00
 #define RTC_MIN      0x02
@@ -33,12 +33,12 @@
 #define HOUR_PM      0x80
 
 /* CMOS bytes firmware reads (SeaBIOS, older BIOSes). */
-#define CMOS_BASEMEM_LO  0x15 /* KiB below 1 MiB */
-#define CMOS_EXTMEM_LO   0x17 /* KiB from 1 MiB, capped at 0xffff */
-#define CMOS_EXTMEM2_LO  0x30
-#define CMOS_MEM16M_LO   0x34 /* 64 KiB units from 16 MiB to the hole */
-#define CMOS_HIGHMEM_0   0x5b /* 64 KiB units above 4 GiB, 3 bytes */
-#define CMOS_NCPUS_M1    0x5f
+#define CMOS_BASEMEM_LO 0x15 /* KiB below 1 MiB */
+#define CMOS_EXTMEM_LO  0x17 /* KiB from 1 MiB, capped at 0xffff */
+#define CMOS_EXTMEM2_LO 0x30
+#define CMOS_MEM16M_LO  0x34 /* 64 KiB units from 16 MiB to the hole */
+#define CMOS_HIGHMEM_0  0x5b /* 64 KiB units above 4 GiB, 3 bytes */
+#define CMOS_NCPUS_M1   0x5f
 
 struct rtc {
 	pthread_mutex_t lock;
@@ -130,8 +130,8 @@ static void commit_time(struct rtc *r)
 	tm.tm_hour = decode_hour(r, r->cmos[RTC_HOUR]);
 	tm.tm_mday = (int)decode(r, r->cmos[RTC_MDAY]);
 	tm.tm_mon = (int)decode(r, r->cmos[RTC_MONTH]) - 1;
-	tm.tm_year = (int)(decode(r, r->cmos[RTC_CENTURY]) * 100 + decode(r, r->cmos[RTC_YEAR])) -
-		     1900;
+	tm.tm_year =
+	    (int)(decode(r, r->cmos[RTC_CENTURY]) * 100 + decode(r, r->cmos[RTC_YEAR])) - 1900;
 	tm.tm_isdst = -1;
 	t = r->localtime ? mktime(&tm) : timegm(&tm);
 	if (t != (time_t)-1)
@@ -280,8 +280,8 @@ static void rtc_write_dsdt(struct aml *a)
 }
 
 LPC_DEVICE(rtc) = {
-	.name = "rtc",
-	.descr = "MC146818 RTC and CMOS (built in)",
-	.init = rtc_lpc_init,
-	.write_dsdt = rtc_write_dsdt,
+    .name = "rtc",
+    .descr = "MC146818 RTC and CMOS (built in)",
+    .init = rtc_lpc_init,
+    .write_dsdt = rtc_write_dsdt,
 };

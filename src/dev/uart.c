@@ -14,52 +14,52 @@
 #include "lib/tty_escape.h"
 
 /* Register offsets (DLAB = LCR bit 7 selects the divisor latch at 0/1). */
-#define REG_DATA 0 /* RBR on read, THR on write; DLL with DLAB */
-#define REG_IER  1 /* DLM with DLAB */
-#define REG_IIR  2 /* IIR on read, FCR on write */
-#define REG_LCR  3
-#define REG_MCR  4
-#define REG_LSR  5
-#define REG_MSR  6
-#define REG_SCR  7
+#define REG_DATA     0 /* RBR on read, THR on write; DLL with DLAB */
+#define REG_IER      1 /* DLM with DLAB */
+#define REG_IIR      2 /* IIR on read, FCR on write */
+#define REG_LCR      3
+#define REG_MCR      4
+#define REG_LSR      5
+#define REG_MSR      6
+#define REG_SCR      7
 
-#define IER_RDA  0x01 /* received data available */
-#define IER_THRE 0x02 /* transmit holding register empty */
-#define IER_RLS  0x04 /* receiver line status */
-#define IER_MS   0x08 /* modem status */
+#define IER_RDA      0x01 /* received data available */
+#define IER_THRE     0x02 /* transmit holding register empty */
+#define IER_RLS      0x04 /* receiver line status */
+#define IER_MS       0x08 /* modem status */
 
-#define IIR_NONE 0x01
-#define IIR_MS   0x00
-#define IIR_THRE 0x02
-#define IIR_RDA  0x04
-#define IIR_RLS  0x06
-#define IIR_FIFO 0xc0 /* FIFOs enabled */
+#define IIR_NONE     0x01
+#define IIR_MS       0x00
+#define IIR_THRE     0x02
+#define IIR_RDA      0x04
+#define IIR_RLS      0x06
+#define IIR_FIFO     0xc0 /* FIFOs enabled */
 
 #define FCR_ENABLE   0x01
 #define FCR_RX_RESET 0x02
 
-#define LCR_DLAB 0x80
+#define LCR_DLAB     0x80
 
-#define MCR_DTR  0x01
-#define MCR_RTS  0x02
-#define MCR_OUT1 0x04
-#define MCR_OUT2 0x08
-#define MCR_LOOP 0x10
+#define MCR_DTR      0x01
+#define MCR_RTS      0x02
+#define MCR_OUT1     0x04
+#define MCR_OUT2     0x08
+#define MCR_LOOP     0x10
 
-#define LSR_DR   0x01
-#define LSR_OE   0x02
-#define LSR_THRE 0x20
-#define LSR_TEMT 0x40
+#define LSR_DR       0x01
+#define LSR_OE       0x02
+#define LSR_THRE     0x20
+#define LSR_TEMT     0x40
 
-#define MSR_DCTS 0x01
-#define MSR_DDSR 0x02
-#define MSR_TERI 0x04
-#define MSR_DDCD 0x08
-#define MSR_CTS  0x10
-#define MSR_DSR  0x20
-#define MSR_RI   0x40
-#define MSR_DCD  0x80
-#define MSR_DELTAS 0x0f
+#define MSR_DCTS     0x01
+#define MSR_DDSR     0x02
+#define MSR_TERI     0x04
+#define MSR_DDCD     0x08
+#define MSR_CTS      0x10
+#define MSR_DSR      0x20
+#define MSR_RI       0x40
+#define MSR_DCD      0x80
+#define MSR_DELTAS   0x0f
 
 struct uart {
 	pthread_mutex_t lock;
@@ -434,8 +434,7 @@ static int isa_setup_escape(struct uart_isa *ui, char *err, size_t errlen)
 	return 0;
 }
 
-int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *err,
-		  size_t errlen)
+int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *err, size_t errlen)
 {
 	struct uart_isa *ui = calloc(1, sizeof(*ui));
 
@@ -453,7 +452,7 @@ int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *
 		return -1;
 	if (ui->uart == NULL || ui->cd == NULL ||
 	    machine_register_pio(m, com_ports[index].port, UART_NREGS, isa_port_access, ui,
-				 ui->name) < 0) {
+	                         ui->name) < 0) {
 		if (ui->cd == NULL && err[0] == '\0')
 			snprintf(err, errlen, "cannot create %s", ui->name);
 		return -1;
@@ -485,7 +484,7 @@ static void uart_write_dsdt(struct aml *a)
 			continue;
 		name[3] = (char)('1' + i);
 		aml_isa_device(a, name, "PNP0501", i + 1, com_ports[i].port, UART_NREGS,
-			       (int)com_ports[i].irq);
+		               (int)com_ports[i].irq);
 	}
 }
 
@@ -507,16 +506,16 @@ static int uart_lpc_init(struct machine *m, char *err, size_t errlen)
 }
 
 LPC_DEVICE(uart) = {
-	.name = "com",
-	.option = "comN",
-	.descr = "16550A UART COM1-COM4 (ports 0x3f8, 0x2f8, 0x3e8, 0x2e8)",
-	.usage = "  -l comN,BACKEND  (N = 1..4)\n"
-	         "  stdio            khyve's terminal (raw mode, restored on exit)\n"
-	         "  /dev/...         a tty device\n"
-	         "  tcp=IP:PORT      listen on a TCP port\n"
-	         "  pty=LINK         a new pty; LINK links to its slave\n"
-	         "  -o lpc.comN.escape=none|C  stdio's escape character (default ~;\n"
-	         "                   ~. powers off, ~? lists the escapes)\n",
-	.init = uart_lpc_init,
-	.write_dsdt = uart_write_dsdt,
+    .name = "com",
+    .option = "comN",
+    .descr = "16550A UART COM1-COM4 (ports 0x3f8, 0x2f8, 0x3e8, 0x2e8)",
+    .usage = "  -l comN,BACKEND  (N = 1..4)\n"
+             "  stdio            khyve's terminal (raw mode, restored on exit)\n"
+             "  /dev/...         a tty device\n"
+             "  tcp=IP:PORT      listen on a TCP port\n"
+             "  pty=LINK         a new pty; LINK links to its slave\n"
+             "  -o lpc.comN.escape=none|C  stdio's escape character (default ~;\n"
+             "                   ~. powers off, ~? lists the escapes)\n",
+    .init = uart_lpc_init,
+    .write_dsdt = uart_write_dsdt,
 };

@@ -45,8 +45,7 @@ size_t uart_rx_room(struct uart *u);
 /* Wire COM port `index` (0 = COM1 .. 3 = COM4) to the machine, with the
  * back end from config key lpc.comN.path.  0, or -1 with `err` filled. */
 struct machine;
-int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *err,
-		  size_t errlen);
+int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *err, size_t errlen);
 
 /* The I/O port of COM1 when it is configured (lpc.com1.path), else 0:
  * where firmware should put its text console (fw_cfg etc/sercon-port). */

@@ -29,7 +29,7 @@
 #include "lib/mac.h"
 #include "lib/parse.h"
 
-#define VIRTIO_ID_NET 1
+#define VIRTIO_ID_NET           1
 
 #define VIRTIO_NET_F_CSUM       0
 #define VIRTIO_NET_F_GUEST_CSUM 1
@@ -44,18 +44,18 @@
 #define VIRTIO_NET_F_MRG_RXBUF  15
 #define VIRTIO_NET_F_STATUS     16
 
-#define VIRTIO_NET_S_LINK_UP 1
+#define VIRTIO_NET_S_LINK_UP    1
 
-#define NET_HDR_LEN    12 /* struct virtio_net_hdr_v1, with num_buffers */
-#define NET_QUEUE_SIZE 256
-#define NET_RXQ        0
-#define NET_TXQ        1
-#define NET_MAX_FRAME  (65535 + 14 + 4) /* a GSO frame with its Ethernet header */
-#define NET_RX_IOV     256
-#define NET_RX_CHAINS  64
-#define NET_TX_IOV     64
-#define NET_MIN_MTU    68
-#define NET_MAX_MTU    65535
+#define NET_HDR_LEN             12 /* struct virtio_net_hdr_v1, with num_buffers */
+#define NET_QUEUE_SIZE          256
+#define NET_RXQ                 0
+#define NET_TXQ                 1
+#define NET_MAX_FRAME           (65535 + 14 + 4) /* a GSO frame with its Ethernet header */
+#define NET_RX_IOV              256
+#define NET_RX_CHAINS           64
+#define NET_TX_IOV              64
+#define NET_MIN_MTU             68
+#define NET_MAX_MTU             65535
 
 struct virtio_net_config {
 	uint8_t mac[6];
@@ -99,7 +99,7 @@ static void net_tx(struct virtio_dev *vd, unsigned qi)
 		if (e->nread > 0 && e->read_len > NET_HDR_LEN &&
 		    writev(tap_fd(net->tap), e->iov, (int)e->nread) < 0 && errno != EAGAIN)
 			log_ratelimited(&net_rl, LOG_DEBUG, "virtio-net: tap write: %s",
-					strerror(errno));
+			                strerror(errno));
 		vq_push(vq, e->head, 0);
 		pushed = true;
 	}
@@ -114,8 +114,8 @@ static void net_tx(struct virtio_dev *vd, unsigned qi)
 /* Gather chains until they can hold the largest frame (or one chain
  * without mergeable buffers).  Returns the chain count, -1 on a malformed
  * chain. */
-static int rx_gather(struct virtio_net *net, struct virtqueue *vq, bool mergeable,
-		     unsigned *niov, uint64_t *room)
+static int rx_gather(struct virtio_net *net, struct virtqueue *vq, bool mergeable, unsigned *niov,
+                     uint64_t *room)
 {
 	int nchains = 0;
 
@@ -149,14 +149,14 @@ static int rx_gather(struct virtio_net *net, struct virtqueue *vq, bool mergeabl
 /* Hand `len` bytes spread over the first chains to the guest and give the
  * unused chains back. */
 static void rx_deliver(struct virtio_net *net, struct virtqueue *vq, int nchains, size_t len,
-		       bool mergeable)
+                       bool mergeable)
 {
 	uint16_t used = 0;
 	size_t left = len;
 
 	for (int i = 0; i < nchains && left > 0; i++) {
-		uint32_t take = (uint32_t)(left < net->rx_elem[i].write_len ? left
-									 : net->rx_elem[i].write_len);
+		uint32_t take =
+		    (uint32_t)(left < net->rx_elem[i].write_len ? left : net->rx_elem[i].write_len);
 
 		vq_push(vq, net->rx_elem[i].head, take);
 		left -= take;
@@ -237,9 +237,9 @@ static void *rx_main(void *arg)
 	struct virtio_net *net = arg;
 	struct virtio_queue *q = &net->vd.queue[NET_RXQ];
 	struct pollfd pfd[3] = {
-		{tap_fd(net->tap), POLLIN, 0},
-		{q->kick_fd, POLLIN, 0},
-		{net->rx_stop_fd, POLLIN, 0},
+	    {tap_fd(net->tap), POLLIN, 0},
+	    {q->kick_fd, POLLIN, 0},
+	    {net->rx_stop_fd, POLLIN, 0},
 	};
 	bool starved = false;
 	uint64_t v;
@@ -268,9 +268,9 @@ static void net_features_ok(struct virtio_dev *vd)
 	struct virtio_net *net = vd->softc;
 
 	if (tap_set_offload(net->tap, virtio_has_feature(vd, VIRTIO_NET_F_GUEST_CSUM),
-			    virtio_has_feature(vd, VIRTIO_NET_F_GUEST_TSO4),
-			    virtio_has_feature(vd, VIRTIO_NET_F_GUEST_TSO6),
-			    virtio_has_feature(vd, VIRTIO_NET_F_GUEST_ECN)) < 0)
+	                    virtio_has_feature(vd, VIRTIO_NET_F_GUEST_TSO4),
+	                    virtio_has_feature(vd, VIRTIO_NET_F_GUEST_TSO6),
+	                    virtio_has_feature(vd, VIRTIO_NET_F_GUEST_ECN)) < 0)
 		log_warn("virtio-net: %s: cannot set offloads", tap_name(net->tap));
 }
 
@@ -314,27 +314,26 @@ static void net_cfg_read(struct virtio_dev *vd, unsigned off, unsigned size, voi
 }
 
 static const struct virtio_ops net_ops = {
-	.name = "virtio-net",
-	.device_type = VIRTIO_ID_NET,
-	.pci_class = 0x02, /* network, Ethernet */
-	.pci_subclass = 0x00,
-	.cfg_read = net_cfg_read,
-	.start = net_start,
-	.stop = net_stop,
-	.features_ok = net_features_ok,
+    .name = "virtio-net",
+    .device_type = VIRTIO_ID_NET,
+    .pci_class = 0x02, /* network, Ethernet */
+    .pci_subclass = 0x00,
+    .cfg_read = net_cfg_read,
+    .start = net_start,
+    .stop = net_stop,
+    .features_ok = net_features_ok,
 };
 
 /* ---- creation ---- */
 
-static int net_legacy_config(struct config_node *node, const char *conf, char *err,
-			     size_t errlen)
+static int net_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen)
 {
 	/* NULL or "": a NIC without a back end, as bhyve allows. */
 	return devopts_parse(node, conf, "backend", "network", err, errlen);
 }
 
 static int net_configure(struct virtio_net *net, struct pci_func *f, struct config_node *node,
-			 const char *vmname, uint64_t *features, char *err, size_t errlen)
+                         const char *vmname, uint64_t *features, char *err, size_t errlen)
 {
 	const char *mac = config_node_get(node, "mac"), *mtu = config_node_get(node, "mtu");
 	uint64_t v;
@@ -350,7 +349,7 @@ static int net_configure(struct virtio_net *net, struct pci_func *f, struct conf
 	if (mtu != NULL) {
 		if (parse_uint(mtu, NET_MIN_MTU, NET_MAX_MTU, &v) < 0) {
 			snprintf(err, errlen, "bad mtu '%s' (want %d-%d)", mtu, NET_MIN_MTU,
-				 NET_MAX_MTU);
+			         NET_MAX_MTU);
 			return -1;
 		}
 		net->cfg.mtu = (uint16_t)v;
@@ -360,16 +359,16 @@ static int net_configure(struct virtio_net *net, struct pci_func *f, struct conf
 }
 
 static int net_init(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
-		    size_t errlen)
+                    size_t errlen)
 {
 	struct virtio_net *net = calloc(1, sizeof(*net));
 	const char *backend = config_node_get(node, "backend");
 	uint64_t features = (1ull << VIRTIO_NET_F_CSUM) | (1ull << VIRTIO_NET_F_GUEST_CSUM) |
-			    (1ull << VIRTIO_NET_F_MAC) | (1ull << VIRTIO_NET_F_GUEST_TSO4) |
-			    (1ull << VIRTIO_NET_F_GUEST_TSO6) | (1ull << VIRTIO_NET_F_GUEST_ECN) |
-			    (1ull << VIRTIO_NET_F_HOST_TSO4) | (1ull << VIRTIO_NET_F_HOST_TSO6) |
-			    (1ull << VIRTIO_NET_F_HOST_ECN) | (1ull << VIRTIO_NET_F_MRG_RXBUF) |
-			    (1ull << VIRTIO_NET_F_STATUS);
+	                    (1ull << VIRTIO_NET_F_MAC) | (1ull << VIRTIO_NET_F_GUEST_TSO4) |
+	                    (1ull << VIRTIO_NET_F_GUEST_TSO6) | (1ull << VIRTIO_NET_F_GUEST_ECN) |
+	                    (1ull << VIRTIO_NET_F_HOST_TSO4) | (1ull << VIRTIO_NET_F_HOST_TSO6) |
+	                    (1ull << VIRTIO_NET_F_HOST_ECN) | (1ull << VIRTIO_NET_F_MRG_RXBUF) |
+	                    (1ull << VIRTIO_NET_F_STATUS);
 
 	if (net == NULL)
 		return -1;
@@ -384,8 +383,10 @@ static int net_init(struct machine *m, struct pci_func *f, struct config_node *n
 	if (net_configure(net, f, node, m->name, &features, err, errlen) < 0)
 		goto fail;
 	if (!tap_name_valid(backend)) {
-		snprintf(err, errlen, "want a tap interface name (tapN, or any name of up to 15 "
-			 "characters), not '%s'", backend ? backend : "");
+		snprintf(err, errlen,
+		         "want a tap interface name (tapN, or any name of up to 15 "
+		         "characters), not '%s'",
+		         backend ? backend : "");
 		goto fail;
 	}
 	net->tap = tap_open(backend, NET_HDR_LEN, err, errlen);
@@ -394,7 +395,7 @@ static int net_init(struct machine *m, struct pci_func *f, struct config_node *n
 	if (net->cfg.mtu != 0 && tap_set_mtu(net->tap, net->cfg.mtu) < 0)
 		log_warn("virtio-net: cannot set the MTU of %s", backend);
 	return virtio_pci_init(&net->vd, f, &net_ops, net, 2, NET_QUEUE_SIZE, features,
-			       sizeof(net->cfg), err, errlen);
+	                       sizeof(net->cfg), err, errlen);
 fail:
 	tap_close(net->tap);
 	free(net->rx_bounce);
@@ -403,16 +404,16 @@ fail:
 }
 
 PCI_DEVEMU(virtio_net) = {
-	.name = "virtio-net",
-	.descr = "virtio 1.x network device on a tap interface",
-	.usage = "  -s SLOT,virtio-net[,TAP][,OPTION]...\n"
-	         "  TAP              tap interface name (created when missing)\n"
-	         "  mac=MAC          xx:xx:xx:xx:xx:xx (default: from VM name and slot)\n"
-	         "  mtu=N            MTU offered to the guest\n",
-	.legacy_config = net_legacy_config,
-	.init = net_init,
-	.bar_read = virtio_pci_bar_read,
-	.bar_write = virtio_pci_bar_write,
-	.bar_moved = virtio_pci_bar_moved,
-	.vector_changed = virtio_pci_vector_changed,
+    .name = "virtio-net",
+    .descr = "virtio 1.x network device on a tap interface",
+    .usage = "  -s SLOT,virtio-net[,TAP][,OPTION]...\n"
+             "  TAP              tap interface name (created when missing)\n"
+             "  mac=MAC          xx:xx:xx:xx:xx:xx (default: from VM name and slot)\n"
+             "  mtu=N            MTU offered to the guest\n",
+    .legacy_config = net_legacy_config,
+    .init = net_init,
+    .bar_read = virtio_pci_bar_read,
+    .bar_write = virtio_pci_bar_write,
+    .bar_moved = virtio_pci_bar_moved,
+    .vector_changed = virtio_pci_vector_changed,
 };

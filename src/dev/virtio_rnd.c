@@ -10,10 +10,10 @@
 #include "bus/pci.h"
 #include "bus/virtio_pci.h"
 
-#define RND_QUEUE_SIZE 64
+#define RND_QUEUE_SIZE    64
 #define VIRTIO_ID_ENTROPY 4
 
-#define RND_MAX_IOV 16
+#define RND_MAX_IOV       16
 
 struct virtio_rnd {
 	struct virtio_dev vd;
@@ -67,16 +67,16 @@ static void rnd_stop(struct virtio_dev *vd)
 }
 
 static const struct virtio_ops rnd_ops = {
-	.name = "virtio-rnd",
-	.device_type = VIRTIO_ID_ENTROPY,
-	.pci_class = 0xff, /* "other": no class fits an RNG */
-	.pci_subclass = 0x00,
-	.start = rnd_start,
-	.stop = rnd_stop,
+    .name = "virtio-rnd",
+    .device_type = VIRTIO_ID_ENTROPY,
+    .pci_class = 0xff, /* "other": no class fits an RNG */
+    .pci_subclass = 0x00,
+    .start = rnd_start,
+    .stop = rnd_stop,
 };
 
 static int rnd_init(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
-		    size_t errlen)
+                    size_t errlen)
 {
 	struct virtio_rnd *rnd = calloc(1, sizeof(*rnd));
 
@@ -92,12 +92,12 @@ static int rnd_init(struct machine *m, struct pci_func *f, struct config_node *n
 }
 
 PCI_DEVEMU(virtio_rnd) = {
-	.name = "virtio-rnd",
-	.descr = "virtio entropy source fed by getrandom()",
-	.usage = "  -s SLOT,virtio-rnd\n",
-	.init = rnd_init,
-	.bar_read = virtio_pci_bar_read,
-	.bar_write = virtio_pci_bar_write,
-	.bar_moved = virtio_pci_bar_moved,
-	.vector_changed = virtio_pci_vector_changed,
+    .name = "virtio-rnd",
+    .descr = "virtio entropy source fed by getrandom()",
+    .usage = "  -s SLOT,virtio-rnd\n",
+    .init = rnd_init,
+    .bar_read = virtio_pci_bar_read,
+    .bar_write = virtio_pci_bar_write,
+    .bar_moved = virtio_pci_bar_moved,
+    .vector_changed = virtio_pci_vector_changed,
 };

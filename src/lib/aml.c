@@ -4,32 +4,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AML_ZERO           0x00
-#define AML_ONE            0x01
-#define AML_ONES           0xff
-#define AML_NAME_OP        0x08
-#define AML_BYTE_PREFIX    0x0a
-#define AML_WORD_PREFIX    0x0b
-#define AML_DWORD_PREFIX   0x0c
-#define AML_STRING_PREFIX  0x0d
-#define AML_QWORD_PREFIX   0x0e
-#define AML_SCOPE_OP       0x10
-#define AML_BUFFER_OP      0x11
-#define AML_PACKAGE_OP     0x12
-#define AML_DUAL_NAME      0x2e
-#define AML_MULTI_NAME     0x2f
-#define AML_EXT_OP         0x5b
-#define AML_DEVICE_OP      0x82
-#define AML_ROOT_CHAR      '\\'
-#define AML_PARENT_CHAR    '^'
+#define AML_ZERO          0x00
+#define AML_ONE           0x01
+#define AML_ONES          0xff
+#define AML_NAME_OP       0x08
+#define AML_BYTE_PREFIX   0x0a
+#define AML_WORD_PREFIX   0x0b
+#define AML_DWORD_PREFIX  0x0c
+#define AML_STRING_PREFIX 0x0d
+#define AML_QWORD_PREFIX  0x0e
+#define AML_SCOPE_OP      0x10
+#define AML_BUFFER_OP     0x11
+#define AML_PACKAGE_OP    0x12
+#define AML_DUAL_NAME     0x2e
+#define AML_MULTI_NAME    0x2f
+#define AML_EXT_OP        0x5b
+#define AML_DEVICE_OP     0x82
+#define AML_ROOT_CHAR     '\\'
+#define AML_PARENT_CHAR   '^'
 
-#define PKGLEN_RESERVE 4 /* the longest PkgLength encoding */
+#define PKGLEN_RESERVE    4 /* the longest PkgLength encoding */
 
 /* Large resource descriptors / small ones (ACPI 6.4 sections 6.4.2, 6.4.3). */
-#define RES_IRQ_NOFLAGS   0x22
-#define RES_IO            0x47
-#define RES_END_TAG       0x79
-#define RES_MEM32_FIXED   0x86
+#define RES_IRQ_NOFLAGS 0x22
+#define RES_IO          0x47
+#define RES_END_TAG     0x79
+#define RES_MEM32_FIXED 0x86
 
 void aml_init(struct aml *a)
 {
@@ -92,7 +92,8 @@ static const char *name_seg(struct aml *a, const char *p)
 	while (*p != '\0' && *p != '.') {
 		char c = *p++;
 
-		if (n == 4 || !(isupper((unsigned char)c) || isdigit((unsigned char)c) || c == '_') ||
+		if (n == 4 ||
+		    !(isupper((unsigned char)c) || isdigit((unsigned char)c) || c == '_') ||
 		    (n == 0 && isdigit((unsigned char)c))) {
 			a->failed = true;
 			return p;
@@ -259,10 +260,10 @@ size_t aml_resource_template(struct aml *a)
 void aml_res_io(struct aml *a, uint16_t base, uint8_t len)
 {
 	aml_byte(a, RES_IO);
-	aml_byte(a, 0x01); /* 16-bit decode */
+	aml_byte(a, 0x01);  /* 16-bit decode */
 	aml_le(a, base, 2); /* minimum */
 	aml_le(a, base, 2); /* maximum */
-	aml_byte(a, 0x01); /* alignment */
+	aml_byte(a, 0x01);  /* alignment */
 	aml_byte(a, len);
 }
 
@@ -281,18 +282,18 @@ void aml_res_mem32_fixed(struct aml *a, uint32_t base, uint32_t len, bool writab
 	aml_le(a, len, 4);
 }
 
-#define RES_DWORD_ADDR 0x87
-#define RES_WORD_ADDR  0x88
-#define RES_QWORD_ADDR 0x8a
-#define ADDR_TYPE_MEM  0
-#define ADDR_TYPE_IO   1
-#define ADDR_TYPE_BUS  2
+#define RES_DWORD_ADDR            0x87
+#define RES_WORD_ADDR             0x88
+#define RES_QWORD_ADDR            0x8a
+#define ADDR_TYPE_MEM             0
+#define ADDR_TYPE_IO              1
+#define ADDR_TYPE_BUS             2
 #define ADDR_FLAGS_FIXED_PRODUCER 0x0c /* min and max fixed, produced */
 
 /* One address space descriptor with fields of `w` bytes each:
  * granularity, min, max, translation offset, length. */
 static void res_addr(struct aml *a, uint8_t tag, unsigned w, uint8_t type, uint8_t tflags,
-		     uint64_t min, uint64_t max)
+                     uint64_t min, uint64_t max)
 {
 	aml_byte(a, tag);
 	aml_le(a, 3 + 5 * w, 2);
@@ -341,8 +342,8 @@ void aml_resource_end(struct aml *a, size_t mark)
 	aml_close(a, mark);
 }
 
-void aml_isa_device(struct aml *a, const char *name, const char *hid, unsigned uid,
-		    uint16_t port, uint8_t len, int irq)
+void aml_isa_device(struct aml *a, const char *name, const char *hid, unsigned uid, uint16_t port,
+                    uint8_t len, int irq)
 {
 	size_t dev = aml_device(a, name), res;
 

@@ -76,7 +76,7 @@ void aml_resource_end(struct aml *a, size_t mark);
  * IRQ: how an ISA device behind the LPC bridge describes itself (ACPI 6.4
  * sections 6.1.5, 6.1.12, 6.2.2).
  */
-void aml_isa_device(struct aml *a, const char *name, const char *hid, unsigned uid,
-		    uint16_t port, uint8_t len, int irq);
+void aml_isa_device(struct aml *a, const char *name, const char *hid, unsigned uid, uint16_t port,
+                    uint8_t len, int irq);
 
 #endif

@@ -498,7 +498,7 @@ static void dump_node(FILE *out, const struct config_node *n, char *prefix, size
 {
 	for (const struct config_node *c = n->first_child; c != NULL; c = c->next) {
 		int len = snprintf(prefix + plen, CONFIG_PATH_MAX - plen, "%s%s", plen ? "." : "",
-				   c->name);
+		                   c->name);
 
 		if (len < 0 || plen + (size_t)len >= CONFIG_PATH_MAX)
 			continue;

@@ -41,11 +41,14 @@ struct ratelimit {
 	int lock; /* spinlock word; 0 = free */
 };
 
-#define RATELIMIT_INIT {.interval_s = 5, .burst = 10}
+#define RATELIMIT_INIT                                                                             \
+	{                                                                                          \
+		.interval_s = 5, .burst = 10                                                       \
+	}
 
 /* Log at `level` unless `rl` says too many were printed recently. */
 void log_ratelimited(struct ratelimit *rl, enum log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /*
  * Fatal start-up error: print "khyve: <message>" and exit with status 4

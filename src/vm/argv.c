@@ -57,7 +57,7 @@ void argv_free(struct argv *a)
 static int shell_safe(const char *s)
 {
 	return *s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-			       "@%+=:,./_-") == strlen(s);
+	                       "@%+=:,./_-") == strlen(s);
 }
 
 char *argv_to_shell(const struct argv *a)

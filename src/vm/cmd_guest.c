@@ -47,8 +47,8 @@ static void install_templates(const struct vm_sys *sys, const char *dst)
 		size_t len = strlen(e->d_name);
 		struct rcconf *t;
 
-		if (len < 6 || strcmp(e->d_name + len - 5, ".conf") || vm_path(from, src, e->d_name) ||
-		    vm_path(to, dst, e->d_name) || vm_exists(to))
+		if (len < 6 || strcmp(e->d_name + len - 5, ".conf") ||
+		    vm_path(from, src, e->d_name) || vm_path(to, dst, e->d_name) || vm_exists(to))
 			continue;
 		t = rcconf_load(from, err, sizeof(err));
 		if (!t || rcconf_save(t, to, err, sizeof(err)) < 0)
@@ -108,22 +108,42 @@ static int parse_create(int argc, char **argv, struct create_opts *o, const char
 	optind = 1;
 	while ((c = getopt(argc, argv, "+d:t:s:m:c:i:Ck:n:")) != -1) {
 		switch (c) {
-		case 'd': o->datastore = optarg; break;
-		case 't': o->template = optarg; break;
-		case 's': o->size = optarg; break;
-		case 'm': o->memory = optarg; break;
-		case 'c': o->cpu = optarg; break;
-		case 'i': o->image = optarg; break;
-		case 'C': o->cloud_init = true; break;
-		case 'k': o->pubkey = optarg; break;
-		case 'n': o->netconf = optarg; break;
-		default: return vm_error("usage: vm create [-d datastore] [-t template] [-s size] "
-					 "[-m memory] [-c cpus] [-i image] [-C -k pubkey] name");
+		case 'd':
+			o->datastore = optarg;
+			break;
+		case 't':
+			o->template = optarg;
+			break;
+		case 's':
+			o->size = optarg;
+			break;
+		case 'm':
+			o->memory = optarg;
+			break;
+		case 'c':
+			o->cpu = optarg;
+			break;
+		case 'i':
+			o->image = optarg;
+			break;
+		case 'C':
+			o->cloud_init = true;
+			break;
+		case 'k':
+			o->pubkey = optarg;
+			break;
+		case 'n':
+			o->netconf = optarg;
+			break;
+		default:
+			return vm_error("usage: vm create [-d datastore] [-t template] [-s size] "
+			                "[-m memory] [-c cpus] [-i image] [-C -k pubkey] name");
 		}
 	}
 	if (optind != argc - 1)
-		return vm_error("usage: vm create [-d datastore] [-t template] [-s size] [-m memory] "
-				"[-c cpus] [-i image] [-C -k pubkey] name");
+		return vm_error(
+		    "usage: vm create [-d datastore] [-t template] [-s size] [-m memory] "
+		    "[-c cpus] [-i image] [-C -k pubkey] name");
 	*name = argv[optind];
 	return 0;
 }
@@ -186,7 +206,7 @@ static int write_image(const char *img, const char *disk, unsigned long long byt
 	if (vm_tool_run(&(struct vm_tool){.argv = conv, .what = what}, err, sizeof(err)) < 0)
 		return vm_error("%s", err);
 	snprintf(what, sizeof(what),
-		 "qemu-img resize to %s bytes failed (an image larger than the disk?)", size);
+	         "qemu-img resize to %s bytes failed (an image larger than the disk?)", size);
 	if (vm_tool_run(&(struct vm_tool){.argv = grow, .what = what}, err, sizeof(err)) < 0)
 		return vm_error("%s", err);
 	return chmod(disk, 0600) == 0 ? 0 : vm_error("%s: %s", disk, strerror(errno));
@@ -194,7 +214,7 @@ static int write_image(const char *img, const char *disk, unsigned long long byt
 
 /* Create the diskN files the template names; drop the diskN_size keys. */
 static int create_disks(const struct vm_sys *sys, struct rcconf *conf, const char *dir,
-			const struct create_opts *o)
+                        const struct create_opts *o)
 {
 	for (unsigned n = 0; n < MAX_DISKS; n++) {
 		char key[32], path[PATH_MAX], img[PATH_MAX];
@@ -207,17 +227,20 @@ static int create_disks(const struct vm_sys *sys, struct rcconf *conf, const cha
 		snprintf(key, sizeof(key), "disk%u_dev", n);
 		dev = rcconf_get_default(conf, key, "file");
 		snprintf(key, sizeof(key), "disk%u_size", n);
-		size = n == 0 && o->size ? o->size : rcconf_get_default(conf, key, DEFAULT_DISK_SIZE);
+		size =
+		    n == 0 && o->size ? o->size : rcconf_get_default(conf, key, DEFAULT_DISK_SIZE);
 		if (vm_parse_size(size, &bytes) < 0)
 			return vm_error("disk%u_size=\"%s\": not a size", n, size);
 		rcconf_set(conf, key, NULL); /* frees `size` */
 		if (!strcmp(dev, "custom") || !strcmp(dev, "iscsi"))
 			continue;
 		if (strcmp(dev, "file") && strcmp(dev, "sparse"))
-			return vm_error("disk%u_dev=\"%s\": ZFS volumes are not supported; use file", n, dev);
-		if (strchr(name, '/') || vm_path(path, dir, name) || vm_make_sparse(path, bytes) < 0)
+			return vm_error(
+			    "disk%u_dev=\"%s\": ZFS volumes are not supported; use file", n, dev);
+		if (strchr(name, '/') || vm_path(path, dir, name) ||
+		    vm_make_sparse(path, bytes) < 0)
 			return vm_error("disk%u_name=\"%s\": cannot create the image: %s", n, name,
-					strerror(errno));
+			                strerror(errno));
 		if (n == 0 && o->image &&
 		    (find_image(sys, o->image, img) || write_image(img, path, bytes)))
 			return 1;
@@ -272,7 +295,7 @@ static void append_keys(FILE *f, const char *file)
 
 /* cloud-init NoCloud seed (meta-data, user-data) as an ISO labelled cidata. */
 static int create_cloud_init(struct rcconf *conf, const char *dir, const char *name,
-			     const struct create_opts *o)
+                             const struct create_opts *o)
 {
 	char ci[PATH_MAX], iso[PATH_MAX], meta[512], *user = NULL, out[1024], key[32];
 	size_t ulen = 0;
@@ -282,7 +305,7 @@ static int create_cloud_init(struct rcconf *conf, const char *dir, const char *n
 	if (vm_path(ci, dir, ".cloud-init") || vm_path(iso, dir, "seed.iso") || make_dir(ci, 0700))
 		return 1;
 	snprintf(meta, sizeof(meta), "instance-id: %s\nlocal-hostname: %s\n",
-		 rcconf_get_default(conf, "uuid", name), name);
+	         rcconf_get_default(conf, "uuid", name), name);
 	if (!(f = open_memstream(&user, &ulen)))
 		return vm_error("out of memory");
 	fputs("#cloud-config\nresize_rootfs: True\nmanage_etc_hosts: localhost\n", f);
@@ -293,10 +316,10 @@ static int create_cloud_init(struct rcconf *conf, const char *dir, const char *n
 	free(user);
 	if (rc)
 		return 1;
-	const char *mk[] = {"xorriso", "-as", "mkisofs", "-quiet", "-output", iso, "-volid",
-			    "cidata", "-joliet", "-rock", ci, NULL};
+	const char *mk[] = {"xorriso", "-as",    "mkisofs", "-quiet", "-output", iso,
+	                    "-volid",  "cidata", "-joliet", "-rock",  ci,        NULL};
 	const struct vm_tool t = {.argv = mk,
-				  .what = "cannot write seed.iso for cloud-init (xorriso)"};
+	                          .what = "cannot write seed.iso for cloud-init (xorriso)"};
 	if (vm_tool_run(&t, out, sizeof(out)) < 0)
 		return vm_error("%s", out);
 	do
@@ -313,7 +336,7 @@ static int create_cloud_init(struct rcconf *conf, const char *dir, const char *n
 
 /* Build the guest in `tmpdir`; the caller renames it into place. */
 static int build_guest(const struct vm_sys *sys, const struct create_opts *o, const char *name,
-		       const char *tmpdir)
+                       const char *tmpdir)
 {
 	char tpath[PATH_MAX], cpath[PATH_MAX], file[VM_NAME_MAX + 8], err[512], uuid[37];
 	struct rcconf *conf;
@@ -340,7 +363,8 @@ static int build_guest(const struct vm_sys *sys, const struct create_opts *o, co
 	if (o->memory)
 		rcconf_set(conf, "memory", o->memory);
 	assign_macs(conf);
-	if (create_disks(sys, conf, tmpdir, o) || (o->cloud_init && create_cloud_init(conf, tmpdir, name, o)))
+	if (create_disks(sys, conf, tmpdir, o) ||
+	    (o->cloud_init && create_cloud_init(conf, tmpdir, name, o)))
 		goto out;
 	snprintf(file, sizeof(file), "%s.conf", name);
 	if (vm_path(cpath, tmpdir, file) || rcconf_save(conf, cpath, err, sizeof(err)) < 0) {
@@ -372,7 +396,8 @@ int cmd_create(struct vm_sys *sys, int argc, char **argv)
 	if (vm_exists(final))
 		return vm_error("%s already exists", final);
 	if (mkdir(tmp, 0755) < 0)
-		return vm_error("unable to create virtual machine directory %s: %s", tmp, strerror(errno));
+		return vm_error("unable to create virtual machine directory %s: %s", tmp,
+		                strerror(errno));
 	if (build_guest(sys, &o, name, tmp)) {
 		vm_rmtree(tmp);
 		return 1;
@@ -447,7 +472,7 @@ int cmd_destroy(struct vm_sys *sys, int argc, char **argv)
 		return 1;
 	if (!force &&
 	    (c = vm_confirm("Are you sure you want to completely remove this virtual machine",
-			    "destroy")) <= 0) {
+	                    "destroy")) <= 0) {
 		vm_guest_free(&g);
 		return c < 0;
 	}
@@ -460,7 +485,8 @@ int cmd_destroy(struct vm_sys *sys, int argc, char **argv)
 
 int cmd_rename(struct vm_sys *sys, int argc, char **argv)
 {
-	char err[512], newdir[PATH_MAX], oldconf[PATH_MAX], newconf[PATH_MAX], file[VM_NAME_MAX + 8];
+	char err[512], newdir[PATH_MAX], oldconf[PATH_MAX], newconf[PATH_MAX],
+	    file[VM_NAME_MAX + 8];
 	struct vm_guest g, other;
 	const char *newname;
 
@@ -479,7 +505,8 @@ int cmd_rename(struct vm_sys *sys, int argc, char **argv)
 	snprintf(file, sizeof(file), "%s.conf", g.name);
 	/* The new folder is a sibling in the same datastore. */
 	int parent = (int)(strrchr(g.dir, '/') - g.dir);
-	if (snprintf(newdir, sizeof(newdir), "%.*s/%s", parent, g.dir, newname) >= (int)sizeof(newdir) ||
+	if (snprintf(newdir, sizeof(newdir), "%.*s/%s", parent, g.dir, newname) >=
+	        (int)sizeof(newdir) ||
 	    vm_path(oldconf, newdir, file))
 		return vm_error("path too long");
 	snprintf(file, sizeof(file), "%s.conf", newname);
@@ -501,7 +528,7 @@ int cmd_rename(struct vm_sys *sys, int argc, char **argv)
 
 /* Whether khyve could run the guest with the edited settings `conf`. */
 static int check_edit(const struct vm_sys *sys, const struct vm_guest *g, struct rcconf *conf,
-		      char *err, size_t errlen)
+                      char *err, size_t errlen)
 {
 	struct vm_guest edited = *g;
 
@@ -647,10 +674,18 @@ int cmd_add(struct vm_sys *sys, int argc, char **argv)
 	optind = 1;
 	while ((c = getopt(argc, argv, "+d:t:s:")) != -1) {
 		switch (c) {
-		case 'd': device = optarg; break;
-		case 't': type = optarg; break;
-		case 's': sopt = optarg; break;
-		default: return vm_error("usage: vm add [-d disk|network] [-t type] [-s size|switch] name");
+		case 'd':
+			device = optarg;
+			break;
+		case 't':
+			type = optarg;
+			break;
+		case 's':
+			sopt = optarg;
+			break;
+		default:
+			return vm_error(
+			    "usage: vm add [-d disk|network] [-t type] [-s size|switch] name");
 		}
 	}
 	if (optind != argc - 1 || !device)

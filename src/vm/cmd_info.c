@@ -21,8 +21,8 @@
 struct list_ctx {
 	const struct vm_sys *sys;
 	bool running_only;
-	bool verbose;          /* -v: %CPU, RSZ and UPTIME of the running khyve */
-	cJSON *json;           /* --json: array of guests, else NULL */
+	bool verbose; /* -v: %CPU, RSZ and UPTIME of the running khyve */
+	cJSON *json;  /* --json: array of guests, else NULL */
 	char *(*rows)[LIST_COLS];
 	size_t n, cap;
 };
@@ -65,11 +65,12 @@ static int add_row(struct list_ctx *c, const char *const cols[LIST_COLS])
 	return 0;
 }
 
-static void add_json(struct list_ctx *c, const char *const cols[LIST_COLS], const struct vm_status *st)
+static void add_json(struct list_ctx *c, const char *const cols[LIST_COLS],
+                     const struct vm_status *st)
 {
-	static const char *const keys[LIST_COLS] = {"name", "datastore", "loader", "cpu",
-						    "memory", "vnc", "auto", "state",
-						    "cpu_percent", "rsz_kib", "uptime"};
+	static const char *const keys[LIST_COLS] = {"name",        "datastore", "loader", "cpu",
+	                                            "memory",      "vnc",       "auto",   "state",
+	                                            "cpu_percent", "rsz_kib",   "uptime"};
 	cJSON *o = cJSON_CreateObject();
 
 	for (int i = 0; i < (c->verbose ? LIST_COLS : LIST_PLAIN); i++)
@@ -108,12 +109,18 @@ static int list_one(struct vm_guest *g, void *arg)
 	vm_status_format(&st, state, sizeof(state));
 	autostart(c->sys, g->name, aut, sizeof(aut));
 	usage_columns(st.state == VM_RUNNING ? st.khyve : 0, pcpu, rsz, up);
-	const char *cols[LIST_COLS] = {
-		g->name, g->datastore,
-		g->conf ? rcconf_get_default(g->conf, "loader", "none") : "(bad config)",
-		g->conf ? rcconf_get_default(g->conf, "cpu", "-") : "-",
-		g->conf ? rcconf_get_default(g->conf, "memory", "-") : "-", "-", aut, state,
-		pcpu, rsz, up};
+	const char *cols[LIST_COLS] = {g->name,
+	                               g->datastore,
+	                               g->conf ? rcconf_get_default(g->conf, "loader", "none")
+	                                       : "(bad config)",
+	                               g->conf ? rcconf_get_default(g->conf, "cpu", "-") : "-",
+	                               g->conf ? rcconf_get_default(g->conf, "memory", "-") : "-",
+	                               "-",
+	                               aut,
+	                               state,
+	                               pcpu,
+	                               rsz,
+	                               up};
 	if (c->json)
 		add_json(c, cols, &st);
 	else if (add_row(c, cols) < 0)
@@ -124,9 +131,9 @@ static int list_one(struct vm_guest *g, void *arg)
 /* Columns as column(1) -t lays them out: two blanks between columns. */
 static void print_table(struct list_ctx *c)
 {
-	static const char *const head[LIST_COLS] = {"NAME", "DATASTORE", "LOADER", "CPU",
-						    "MEMORY", "VNC", "AUTO", "STATE",
-						    "%CPU", "RSZ", "UPTIME"};
+	static const char *const head[LIST_COLS] = {"NAME",   "DATASTORE", "LOADER", "CPU",
+	                                            "MEMORY", "VNC",       "AUTO",   "STATE",
+	                                            "%CPU",   "RSZ",       "UPTIME"};
 	int ncols = c->verbose ? LIST_COLS : LIST_PLAIN;
 	size_t w[LIST_COLS];
 
@@ -187,7 +194,7 @@ int cmd_list(struct vm_sys *sys, int argc, char **argv)
 /* ---- info ---- */
 
 static void show(const struct vm_guest *g, const char *indent, const char *key, const char *title,
-		 const char *def)
+                 const char *def)
 {
 	const char *v = rcconf_get(g->conf, key);
 
@@ -252,14 +259,16 @@ static void show_guest(const struct vm_sys *sys, const struct vm_guest *g)
 	vm_status_format(&st, state, sizeof(state));
 	for (char *p = state; *p; p++)
 		*p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
-	printf("------------------------\nVirtual Machine: %s\n------------------------\n", g->name);
+	printf("------------------------\nVirtual Machine: %s\n------------------------\n",
+	       g->name);
 	printf("  state: %s\n  datastore: %s\n", state, g->datastore);
 	show(g, "  ", "loader", NULL, "none");
 	show(g, "  ", "uuid", NULL, "auto");
 	show(g, "  ", "cpu", NULL, "-");
 	if (rcconf_get(g->conf, "cpu_sockets"))
 		printf("  cpu-topology: sockets=%s, cores=%s, threads=%s\n",
-		       rcconf_get(g->conf, "cpu_sockets"), rcconf_get_default(g->conf, "cpu_cores", "1"),
+		       rcconf_get(g->conf, "cpu_sockets"),
+		       rcconf_get_default(g->conf, "cpu_cores", "1"),
 		       rcconf_get_default(g->conf, "cpu_threads", "1"));
 	show(g, "  ", "memory", NULL, "-");
 	if (st.state == VM_RUNNING)
@@ -347,7 +356,8 @@ static int check_setting(const char *pair, char *key, size_t klen, const char **
 		return vm_error("%s: the value may not hold quotes, '#', '$', '\\' or '`'", key);
 	if (!strcmp(key, "console") && strcmp(*value, "nmdm") && strcmp(*value, "tmux") &&
 	    strcmp(*value, "pty") && **value)
-		return vm_error("console=%s: use pty (nmdm is accepted as its bhyve name) or tmux", *value);
+		return vm_error("console=%s: use pty (nmdm is accepted as its bhyve name) or tmux",
+		                *value);
 	return 0;
 }
 

@@ -270,7 +270,7 @@ static int choose_port(const struct vm_guest *g, const char *asked, char port[8]
 	snprintf(port, 8, "%.*s", (int)strcspn(ports, " \t"), ports);
 	if (!port_name_valid(port))
 		return vm_error("%s: comports=\"%s\": %s is not a serial port", g->name, ports,
-				port);
+		                port);
 	return 0;
 }
 
@@ -291,7 +291,7 @@ static bool first_port(const struct vm_guest *g, const char *port)
  * khyve removes it when it exits.
  */
 static int check_running(const struct vm_guest *g, const struct vm_status *st, const char *link,
-			 const char *port)
+                         const char *port)
 {
 	char lock[PATH_MAX];
 	struct stat lst;
@@ -304,7 +304,7 @@ static int check_running(const struct vm_guest *g, const struct vm_status *st, c
 		return vm_error("%s is not running", g->name);
 	if (!have_link)
 		return vm_error("%s %s: %s is missing (was it started by this vm?)", g->name, port,
-				link);
+		                link);
 	return 0;
 }
 
@@ -317,7 +317,7 @@ static int open_console(const struct vm_guest *g, const char *link, const char *
 
 	if (fd < 0) {
 		vm_error("%s %s: cannot open %s: %s (is it still running?)", g->name, port, link,
-			 strerror(errno));
+		         strerror(errno));
 		return -1;
 	}
 	if (!isatty(fd)) {
@@ -401,8 +401,8 @@ static int console_in_tmux(const struct vm_sys *sys, const struct vm_guest *g, c
 	char session[VM_NAME_MAX + 16], target[VM_NAME_MAX + 17], conf[PATH_MAX + 16];
 	char *self = (char *)sys->self, *n = (char *)g->name, *p = (char *)port;
 	char *has[] = {"tmux", "has-session", "-t", target, NULL};
-	char *make[] = {"tmux", "new-session", "-d", "-s", session, "/usr/bin/env", conf, self,
-			"console", "--direct", n, p, NULL};
+	char *make[] = {"tmux",    "new-session", "-d", "-s", session, "/usr/bin/env", conf, self,
+	                "console", "--direct",    n,    p,    NULL};
 	const char *inside = getenv("TMUX");
 
 	if (!sys->self[0])
@@ -460,7 +460,7 @@ static int console_direct(const struct vm_guest *g, const char *link, const char
 		return 0;
 	case RELAY_ERROR:
 		return vm_error("%s %s: console relay failed: %s", g->name, port,
-				strerror(relay_errno));
+		                strerror(relay_errno));
 	default: /* detached, or the reader of stdout went away */
 		return 0;
 	}
@@ -468,7 +468,7 @@ static int console_direct(const struct vm_guest *g, const char *link, const char
 
 /* Attach `port` of guest `g`, however it was started. */
 static int console_port(const struct vm_sys *sys, const struct vm_guest *g, const char *port,
-			bool direct)
+                        bool direct)
 {
 	char link[PATH_MAX], file[16];
 	struct vm_status st;
@@ -487,7 +487,7 @@ static int console_port(const struct vm_sys *sys, const struct vm_guest *g, cons
 	rc = check_running(g, &st, link, port);
 	if (rc == 0)
 		rc = !direct && console_is_tmux(sys, g) ? console_in_tmux(sys, g, port)
-							: console_direct(g, link, port);
+		                                        : console_direct(g, link, port);
 	return rc;
 }
 

@@ -70,19 +70,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define GRUB_LIB_DIR   "/usr/lib/grub/i386-pc"
-#define GRUB_IMAGE     ".grub-boot.iso"
-#define GRUB_TMP       ".grub-boot.XXXXXX"
-#define BIOS_CD_AS_HD  96 /* GRUB opens BIOS drive 0x80 + N as (hdN): 0xE0 is hd96 */
-#define MAX_DISKS      256
-#define MAX_LINES      1000
+#define GRUB_LIB_DIR  "/usr/lib/grub/i386-pc"
+#define GRUB_IMAGE    ".grub-boot.iso"
+#define GRUB_TMP      ".grub-boot.XXXXXX"
+#define BIOS_CD_AS_HD 96 /* GRUB opens BIOS drive 0x80 + N as (hdN): 0xE0 is hd96 */
+#define MAX_DISKS     256
+#define MAX_LINES     1000
 
 /* Built into the boot image: enough to read the prefix on the CD and, for
  * speed, what Linux guests use; everything else loads from the CD. */
 static const char *const grub_modules[] = {
-	"biosdisk", "iso9660", "part_msdos", "part_gpt", "ext2",   "fat",    "normal",
-	"configfile", "search", "echo",     "serial",   "terminal", "linux", "test",
-	"halt",     "ls",       "cat",      "gzio",     NULL,
+    "biosdisk",   "iso9660", "part_msdos", "part_gpt", "ext2",     "fat",   "normal",
+    "configfile", "search",  "echo",       "serial",   "terminal", "linux", "test",
+    "halt",       "ls",      "cat",        "gzio",     NULL,
 };
 
 /* Where grub-bhyve's names point in GRUB on khyve's BIOS. */
@@ -148,7 +148,7 @@ static unsigned count_disks(const struct vm_guest *g)
  * skipping install_slot) interleaved by slot.
  */
 static void plan_drives(const struct vm_guest *g, bool install, const char *iso,
-			struct drive_map *m)
+                        struct drive_map *m)
 {
 	unsigned start = setting_uint(g, "start_slot", 4);
 	unsigned islot = setting_uint(g, "install_slot", 3);
@@ -211,7 +211,7 @@ static size_t rewrite_device(FILE *f, const char *line, size_t p, const struct d
 	errno = 0;
 	n = strtoul(s + 2, &end, 10);
 	if (errno || !(*end == ')' || *end == ',' || *end == '\'' || *end == '"' || *end == '\0' ||
-		       isspace((unsigned char)*end)))
+	               isspace((unsigned char)*end)))
 		return 0;
 	drive = map_drive(m, s[0], n);
 	if (drive < 0)
@@ -261,13 +261,13 @@ static int serial_unit(const struct vm_guest *g, char *err, size_t errlen)
 	    (ports[4] == '\0' || strchr(" \t,", ports[4])))
 		return ports[3] - '1';
 	snprintf(err, errlen, "comports: '%s' is not a list of com1..com4",
-		 rcconf_get(g->conf, "comports"));
+	         rcconf_get(g->conf, "comports"));
 	return -1;
 }
 
 /* The root device of the script: hd0,PART (run) or cd0 (install), mapped. */
 static int script_root(const struct vm_guest *g, bool install, const struct drive_map *m,
-		       char *root, size_t len, char *err, size_t errlen)
+                       char *root, size_t len, char *err, size_t errlen)
 {
 	const char *part = rcconf_get_default(g->conf, "grub_run_partition", "1");
 	int drive;
@@ -283,8 +283,8 @@ static int script_root(const struct vm_guest *g, bool install, const struct driv
 	if (*part == '\0')
 		part = "1";
 	if (!partition_valid(part)) {
-		snprintf(err, errlen, "grub_run_partition: '%s' is not a partition such as 1 or msdos1",
-			 part);
+		snprintf(err, errlen,
+		         "grub_run_partition: '%s' is not a partition such as 1 or msdos1", part);
 		return -1;
 	}
 	drive = map_drive(m, 'h', 0);
@@ -297,8 +297,8 @@ static int script_root(const struct vm_guest *g, bool install, const struct driv
 }
 
 /* grub_run_dir/grub_run_file (run) or /boot/grub/grub.cfg (install). */
-static int default_config(const struct vm_guest *g, bool install, char *path, size_t len,
-			  char *err, size_t errlen)
+static int default_config(const struct vm_guest *g, bool install, char *path, size_t len, char *err,
+                          size_t errlen)
 {
 	const char *dir = "/boot/grub", *file = "grub.cfg";
 
@@ -311,12 +311,14 @@ static int default_config(const struct vm_guest *g, bool install, char *path, si
 			file = "grub.cfg";
 	}
 	if (!path_valid(dir) || !path_valid(file) || strchr(file, '/')) {
-		snprintf(err, errlen, "grub_run_dir/grub_run_file: '%s', '%s' are not a folder and "
-			 "a file name", dir, file);
+		snprintf(err, errlen,
+		         "grub_run_dir/grub_run_file: '%s', '%s' are not a folder and "
+		         "a file name",
+		         dir, file);
 		return -1;
 	}
 	snprintf(path, len, "%s%s%s%s", *dir == '/' ? "" : "/", dir,
-		 dir[strlen(dir) - 1] == '/' ? "" : "/", file);
+	         dir[strlen(dir) - 1] == '/' ? "" : "/", file);
 	return 0;
 }
 
@@ -341,7 +343,7 @@ static int loader_timeout(const struct vm_guest *g, char *err, size_t errlen)
 /* The script with the grub_TYPE0..N lines, or with the default configfile
  * when there are none. */
 static void put_script(FILE *f, const struct vm_guest *g, bool install, const struct drive_map *m,
-		       const char *root, const char *config, int unit, int timeout)
+                       const char *root, const char *config, int unit, int timeout)
 {
 	const char *type = install ? "install" : "run";
 	char key[32];
@@ -349,18 +351,20 @@ static void put_script(FILE *f, const struct vm_guest *g, bool install, const st
 	unsigned i = 0;
 
 	fprintf(f, "# made by vm for guest %s (loader=\"grub\", %s)\n", g->name, type);
-	fprintf(f, "serial --unit=%d --speed=115200\nterminal_input serial\n"
-		   "terminal_output serial\n", unit);
+	fprintf(f,
+	        "serial --unit=%d --speed=115200\nterminal_input serial\n"
+	        "terminal_output serial\n",
+	        unit);
 	snprintf(key, sizeof(key), "grub_%s0", type);
 	line = rcconf_get(g->conf, key);
 	if (line == NULL || *line == '\0') {
 		fprintf(f, "set root=%s\nconfigfile %s\n", root, config);
 		fprintf(f, "echo \"vm: no GRUB configuration at (%s)%s; this is GRUB's prompt\"\n",
-			root, config);
+		        root, config);
 		return;
 	}
 	fprintf(f, "set timeout=%d\nmenuentry '%s (bhyve %s)' {\n\troot=%s\n", timeout, g->name,
-		type, root);
+	        type, root);
 	while (line != NULL && *line != '\0' && i < MAX_LINES) {
 		if (strcmp(line, "boot") != 0) {
 			fputc('\t', f);
@@ -373,7 +377,7 @@ static void put_script(FILE *f, const struct vm_guest *g, bool install, const st
 }
 
 char *vm_grub_script(const struct vm_guest *g, bool install, const char *iso, char *err,
-		     size_t errlen)
+                     size_t errlen)
 {
 	struct drive_map *m = calloc(1, sizeof(*m));
 	char root[64], config[PATH_MAX];
@@ -387,7 +391,8 @@ char *vm_grub_script(const struct vm_guest *g, bool install, const char *iso, ch
 		return NULL;
 	}
 	plan_drives(g, install, iso, m);
-	if ((unit = serial_unit(g, err, errlen)) < 0 || (timeout = loader_timeout(g, err, errlen)) < 0 ||
+	if ((unit = serial_unit(g, err, errlen)) < 0 ||
+	    (timeout = loader_timeout(g, err, errlen)) < 0 ||
 	    script_root(g, install, m, root, sizeof(root), err, errlen) < 0 ||
 	    default_config(g, install, config, sizeof(config), err, errlen) < 0) {
 		free(m);
@@ -410,8 +415,7 @@ char *vm_grub_script(const struct vm_guest *g, bool install, const char *iso, ch
 /* ---- building the CD ---- */
 
 /* Run argv in folder `cwd`, its output into `log`; 0 when it exits 0. */
-static int run_tool(char *const argv[], const char *cwd, const char *log, char *err,
-		    size_t errlen)
+static int run_tool(char *const argv[], const char *cwd, const char *log, char *err, size_t errlen)
 {
 	const struct vm_tool t = {
 	    .argv = (const char *const *)argv, .cwd = cwd, .log = log, .what = "loader grub"};
@@ -440,12 +444,29 @@ static int build_cd(const char *tmp, const char *script, char *err, size_t errle
 {
 	static const char *const dirs[] = {"iso", "iso/boot", "iso/boot/grub"};
 	char path[PATH_MAX + 32], log[PATH_MAX + 8];
-	char *mkimage[40] = {"grub-mkimage", "-O", "i386-pc-eltorito", "-d", GRUB_LIB_DIR,
-			     "-p", "/boot/grub", "-o", "iso/boot/grub/eltorito.img"};
-	char *xorriso[] = {"xorriso", "-no_rc", "-as", "mkisofs", "-quiet", "-R", "-V",
-			   "KHYVE_GRUB", "-graft-points", "-b", "boot/grub/eltorito.img",
-			   "-no-emul-boot", "-boot-load-size", "4", "-boot-info-table", "-o",
-			   "boot.iso", "iso", "/boot/grub/i386-pc=" GRUB_LIB_DIR, NULL};
+	char *mkimage[40] = {"grub-mkimage", "-O",         "i386-pc-eltorito",
+	                     "-d",           GRUB_LIB_DIR, "-p",
+	                     "/boot/grub",   "-o",         "iso/boot/grub/eltorito.img"};
+	char *xorriso[] = {"xorriso",
+	                   "-no_rc",
+	                   "-as",
+	                   "mkisofs",
+	                   "-quiet",
+	                   "-R",
+	                   "-V",
+	                   "KHYVE_GRUB",
+	                   "-graft-points",
+	                   "-b",
+	                   "boot/grub/eltorito.img",
+	                   "-no-emul-boot",
+	                   "-boot-load-size",
+	                   "4",
+	                   "-boot-info-table",
+	                   "-o",
+	                   "boot.iso",
+	                   "iso",
+	                   "/boot/grub/i386-pc=" GRUB_LIB_DIR,
+	                   NULL};
 	size_t n = 9;
 
 	for (size_t i = 0; grub_modules[i]; i++)
@@ -460,7 +481,8 @@ static int build_cd(const char *tmp, const char *script, char *err, size_t errle
 	}
 	snprintf(log, sizeof(log), "%s/log", tmp);
 	snprintf(path, sizeof(path), "%s/iso/boot/grub/grub.cfg", tmp);
-	if (write_file(path, script, err, errlen) < 0 || run_tool(mkimage, tmp, log, err, errlen) < 0)
+	if (write_file(path, script, err, errlen) < 0 ||
+	    run_tool(mkimage, tmp, log, err, errlen) < 0)
 		return -1;
 	return run_tool(xorriso, tmp, log, err, errlen);
 }
@@ -472,7 +494,7 @@ static int check_grub_files(char *err, size_t errlen)
 	    access(GRUB_LIB_DIR "/kernel.img", R_OK) == 0)
 		return 0;
 	snprintf(err, errlen, "loader grub needs GRUB for BIOS in %s (Debian package grub-pc-bin)",
-		 GRUB_LIB_DIR);
+	         GRUB_LIB_DIR);
 	return -1;
 }
 
@@ -491,8 +513,8 @@ static int make_paths(const struct vm_guest *g, char *out, char *tmp, char *err,
 	return 0;
 }
 
-int vm_grub_image(const struct vm_sys *sys, const struct vm_guest *g, bool install,
-		  const char *iso, char *out, char *err, size_t errlen)
+int vm_grub_image(const struct vm_sys *sys, const struct vm_guest *g, bool install, const char *iso,
+                  char *out, char *err, size_t errlen)
 {
 	char tmp[PATH_MAX], built[PATH_MAX + 16];
 	char *script;

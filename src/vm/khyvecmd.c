@@ -889,8 +889,7 @@ int vm_khyve_command(const struct vm_sys *sys, const struct vm_guest *g,
 	return 0;
 }
 
-int vm_check_settings(const struct vm_sys *sys, const struct vm_guest *g, char *err,
-		      size_t errlen)
+int vm_check_settings(const struct vm_sys *sys, const struct vm_guest *g, char *err, size_t errlen)
 {
 	/* A stand-in GRUB image: the check must not build a real one. */
 	const struct vm_start_opts check = {.settings_only = true, .grub_image = "grub.iso"};

@@ -30,17 +30,17 @@ char *argv_to_shell(const struct argv *a);
 
 /* Host-side names chosen at start time for each networkN (by N). */
 struct vm_taps {
-	size_t n;                     /* networks 0..n-1 */
-	char name[VM_MAX_NICS][16];   /* tap interface of networkN ("" = none) */
+	size_t n;                   /* networks 0..n-1 */
+	char name[VM_MAX_NICS][16]; /* tap interface of networkN ("" = none) */
 };
 
 struct vm_start_opts {
-	bool install;           /* `vm install`: boot from `iso` */
-	const char *iso;        /* install medium (absolute path) or NULL */
+	bool install;               /* `vm install`: boot from `iso` */
+	const char *iso;            /* install medium (absolute path) or NULL */
 	const struct vm_taps *taps; /* may be NULL (dry run: names are predicted) */
-	const char *grub_image; /* loader=grub: the boot image made for this run */
-	bool foreground;        /* `vm start -i`/console=tmux: com1 on stdio */
-	bool settings_only;     /* check the settings, not the host's files (configure) */
+	const char *grub_image;     /* loader=grub: the boot image made for this run */
+	bool foreground;            /* `vm start -i`/console=tmux: com1 on stdio */
+	bool settings_only;         /* check the settings, not the host's files (configure) */
 };
 
 /*
@@ -50,7 +50,7 @@ struct vm_start_opts {
  * cpu or memory, a missing disk).  Unknown keys are warned about once.
  */
 int vm_khyve_command(const struct vm_sys *sys, const struct vm_guest *g,
-		     const struct vm_start_opts *opts, struct argv *out, char *err, size_t errlen);
+                     const struct vm_start_opts *opts, struct argv *out, char *err, size_t errlen);
 
 /*
  * Check g's settings as vm_khyve_command() would (cpu, memory, loader,
@@ -58,16 +58,15 @@ int vm_khyve_command(const struct vm_sys *sys, const struct vm_guest *g,
  * GRUB image, which need not exist while the config is edited.  0, or -1
  * with "NAME.conf: KEY=\"VALUE\": why" in `err`.
  */
-int vm_check_settings(const struct vm_sys *sys, const struct vm_guest *g, char *err,
-		      size_t errlen);
+int vm_check_settings(const struct vm_sys *sys, const struct vm_guest *g, char *err, size_t errlen);
 
 /*
  * loader="grub": write a SeaBIOS-bootable GRUB image for this run into
  * `out` (PATH_MAX) whose script is the guest's grub_run* (or, when
  * installing, grub_install*) lines.  0, or -1 with `err`.
  */
-int vm_grub_image(const struct vm_sys *sys, const struct vm_guest *g, bool install,
-		  const char *iso, char *out, char *err, size_t errlen);
+int vm_grub_image(const struct vm_sys *sys, const struct vm_guest *g, bool install, const char *iso,
+                  char *out, char *err, size_t errlen);
 
 /*
  * The GRUB script (grub.cfg text) vm_grub_image() puts on the image, with
@@ -77,6 +76,6 @@ int vm_grub_image(const struct vm_sys *sys, const struct vm_guest *g, bool insta
  * with a one-line reason in `err` (a bad grub_run_partition, say).
  */
 char *vm_grub_script(const struct vm_guest *g, bool install, const char *iso, char *err,
-		     size_t errlen);
+                     size_t errlen);
 
 #endif

@@ -226,7 +226,7 @@ static int run_nft(const char *script, const char *what, char *err, size_t errle
 	const char *argv[] = {"nft", "-f", "-", NULL};
 
 	return vm_tool_run(&(struct vm_tool){.argv = argv, .input = script, .what = what}, err,
-			   errlen);
+	                   errlen);
 }
 
 static int make_nat_dir(const struct vm_sys *sys, char *err, size_t errlen)
@@ -264,7 +264,7 @@ static int start_dnsmasq(const struct vm_sys *sys, const struct vm_switch *sw, c
 	snprintf(what, sizeof(what), "starting dnsmasq (DHCP) on %s", sw->bridge);
 	/* dnsmasq returns once its daemon is set up, pid file written. */
 	rc = vm_tool_run(&(struct vm_tool){.argv = (const char *const *)a.v, .what = what}, err,
-			 errlen);
+	                 errlen);
 out:
 	argv_free(&a);
 	return rc;

@@ -18,7 +18,7 @@
  * 0, or -1 with `err` and nothing left behind.
  */
 int vm_net_prepare(const struct vm_sys *sys, const struct vm_guest *g, struct vm_taps *taps,
-		   char *err, size_t errlen);
+                   char *err, size_t errlen);
 
 /* After khyve exits: remove the taps vm_net_prepare() made. */
 void vm_net_release(const struct vm_sys *sys, const struct vm_guest *g, const struct vm_taps *taps);

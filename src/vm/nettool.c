@@ -45,7 +45,8 @@ static cJSON *ip_json(const char *const args[], const char *what, char *err, siz
 	for (size_t i = 0; args[i] && n < TOOL_ARGS_MAX; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	if (vm_tool_run(&(struct vm_tool){.argv = argv, .out = &out, .what = what}, err, errlen) < 0)
+	if (vm_tool_run(&(struct vm_tool){.argv = argv, .out = &out, .what = what}, err, errlen) <
+	    0)
 		return NULL;
 	json = cJSON_Parse(out);
 	free(out);

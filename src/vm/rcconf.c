@@ -281,7 +281,7 @@ bool rcconf_get_yes(const struct rcconf *rc, const char *key)
 	const char *v = rcconf_get(rc, key);
 
 	return v && (!strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on") ||
-		     !strcmp(v, "1"));
+	             !strcmp(v, "1"));
 }
 
 static void remove_line(struct rcconf *rc, size_t i)

@@ -181,7 +181,7 @@ int vm_proc_usage(pid_t pid, struct vm_proc_usage *u)
 void vm_format_elapsed(unsigned long long seconds, char *out, size_t len)
 {
 	unsigned long long d = seconds / 86400, h = seconds / 3600 % 24, m = seconds / 60 % 60,
-			   s = seconds % 60;
+	                   s = seconds % 60;
 
 	if (d)
 		snprintf(out, len, "%llu-%02llu:%02llu:%02llu", d, h, m, s);

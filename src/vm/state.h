@@ -14,16 +14,16 @@
 
 enum vm_run_state {
 	VM_STOPPED,
-	VM_RUNNING,      /* supervisor alive on this host */
-	VM_LOCKED,       /* run.lock names another host */
+	VM_RUNNING, /* supervisor alive on this host */
+	VM_LOCKED,  /* run.lock names another host */
 };
 
 struct vm_status {
 	enum vm_run_state state;
-	pid_t supervisor;   /* 0 when not running */
-	pid_t khyve;        /* 0 between restarts */
-	char host[256];     /* from run.lock */
-	char console[16];   /* "pty" or "tmux" */
+	pid_t supervisor; /* 0 when not running */
+	pid_t khyve;      /* 0 between restarts */
+	char host[256];   /* from run.lock */
+	char console[16]; /* "pty" or "tmux" */
 };
 
 /* Read the state of `g`.  Never fails: unreadable files read as Stopped. */

@@ -387,8 +387,8 @@ static int ensure_uefi_vars(struct supervisor *s, const struct argv *a)
 		const char *cp[] = {"cp", "--reflink=auto", "--", tmpl, vars, NULL};
 		char err[PATH_MAX + 200];
 		if (vm_tool_run(&(struct vm_tool){.argv = cp}, err, sizeof(err)) < 0) {
-			fatal(s, "cannot copy the UEFI variables template %s to %s (%s)", tmpl, vars,
-			      err);
+			fatal(s, "cannot copy the UEFI variables template %s to %s (%s)", tmpl,
+			      vars, err);
 			return -1;
 		}
 		slog(s, "created %s from %s", vars, tmpl);

@@ -168,9 +168,10 @@ static void report_failure(const struct vm_tool *t, int status, int se, char *er
 		snprintf(err, errlen, "%s: %s", what, line);
 	else if (WIFEXITED(status))
 		snprintf(err, errlen, "%s: %s exited with status %d", what, tool,
-			 WEXITSTATUS(status));
+		         WEXITSTATUS(status));
 	else
-		snprintf(err, errlen, "%s: %s was killed by signal %d", what, tool, WTERMSIG(status));
+		snprintf(err, errlen, "%s: %s was killed by signal %d", what, tool,
+		         WTERMSIG(status));
 }
 
 static int wait_tool(const struct vm_tool *t, pid_t pid, int so, int se, char *err, size_t errlen)
@@ -209,7 +210,7 @@ int vm_tool_run(const struct vm_tool *t, char *err, size_t errlen)
 	fflush(NULL);
 	if (in < 0 || so < 0 || se < 0 || (pid = fork()) < 0)
 		snprintf(err, errlen, "%s: cannot run %s: %s", t->what ? t->what : t->argv[0],
-			 t->argv[0], strerror(errno));
+		         t->argv[0], strerror(errno));
 	else if (pid == 0)
 		child_run(t, in, so, se);
 	else
@@ -265,8 +266,8 @@ void vm_uuid(char out[37])
 	b[6] = (b[6] & 0x0f) | 0x40;
 	b[8] = (b[8] & 0x3f) | 0x80;
 	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		 b[13], b[14], b[15]);
+	         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+	         b[13], b[14], b[15]);
 }
 
 void vm_mac(char out[18])
@@ -283,7 +284,7 @@ int vm_confirm(const char *question, const char *command)
 
 	if (!isatty(STDIN_FILENO)) {
 		vm_error("%s: stdin is not a terminal, so nobody can answer \"%s\"; use -f",
-			 command, question);
+		         command, question);
 		return -1;
 	}
 	for (;;) {
@@ -310,12 +311,14 @@ int vm_share_dir(const char *self, char *out)
 	const char *env = getenv("KHYVE_SHARE");
 	/* Installed (sbin/../share/khyve), then the source tree seen from
 	 * build/bin, build/NAME/bin or build/NAME/san/bin. */
-	const char *rel[] = {"../share/khyve", "../../share", "../../../share", "../../../../share"};
+	const char *rel[] = {"../share/khyve", "../../share", "../../../share",
+	                     "../../../../share"};
 	char dir[PATH_MAX], *slash;
 
 	if (env && *env)
 		return snprintf(out, PATH_MAX, "%s", env) < PATH_MAX ? 0 : -1;
-	if (snprintf(dir, sizeof(dir), "%s", self) >= (int)sizeof(dir) || !(slash = strrchr(dir, '/')))
+	if (snprintf(dir, sizeof(dir), "%s", self) >= (int)sizeof(dir) ||
+	    !(slash = strrchr(dir, '/')))
 		return -1;
 	*slash = '\0';
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {

@@ -99,8 +99,9 @@ int vm_sys_load(struct vm_sys *sys, char *err, size_t errlen)
 	if (!dir || !*dir)
 		return 0;
 	if (!strncmp(dir, "zfs:", 4)) {
-		snprintf(err, errlen, "%s: vm_dir=\"%s\": ZFS datasets are not supported yet; use a folder",
-			 sys->conf_path, dir);
+		snprintf(err, errlen,
+		         "%s: vm_dir=\"%s\": ZFS datasets are not supported yet; use a folder",
+		         sys->conf_path, dir);
 		return -1;
 	}
 	if (dir[0] != '/' || copy_str(sys->vm_dir, sizeof(sys->vm_dir), dir) ||
@@ -130,11 +131,15 @@ int vm_sys_require_init(const struct vm_sys *sys, char *err, size_t errlen)
 
 	if (!sys->vm_dir[0]) {
 		if (access(sys->conf_path, F_OK) != 0)
-			snprintf(err, errlen, "%s does not exist: write vm_dir=\"/path\" into it, then "
-				 "run vm init", sys->conf_path);
+			snprintf(err, errlen,
+			         "%s does not exist: write vm_dir=\"/path\" into it, then "
+			         "run vm init",
+			         sys->conf_path);
 		else
-			snprintf(err, errlen, "vm_dir is not set in %s (vm_dir=\"/path\"), then run "
-				 "vm init", sys->conf_path);
+			snprintf(err, errlen,
+			         "vm_dir is not set in %s (vm_dir=\"/path\"), then run "
+			         "vm init",
+			         sys->conf_path);
 		return -1;
 	}
 	if (stat(sys->config_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -232,14 +237,15 @@ static int guest_paths(struct vm_guest *g, const char *ds, const char *ds_path, 
 
 	memset(g, 0, sizeof(*g));
 	snprintf(file, sizeof(file), "%s.conf", name);
-	if (copy_str(g->name, sizeof(g->name), name) || copy_str(g->datastore, sizeof(g->datastore), ds) ||
-	    vm_path(g->dir, ds_path, name) || vm_path(g->conf_path, g->dir, file))
+	if (copy_str(g->name, sizeof(g->name), name) ||
+	    copy_str(g->datastore, sizeof(g->datastore), ds) || vm_path(g->dir, ds_path, name) ||
+	    vm_path(g->conf_path, g->dir, file))
 		return -1;
 	return 0;
 }
 
 int vm_guest_find(const struct vm_sys *sys, const char *name, struct vm_guest *g, char *err,
-		  size_t errlen)
+                  size_t errlen)
 {
 	memset(g, 0, sizeof(*g)); /* vm_guest_free() is safe after a failure */
 	if (!vm_name_valid(name)) {
@@ -251,7 +257,8 @@ int vm_guest_find(const struct vm_sys *sys, const char *name, struct vm_guest *g
 		const char *path = ds ? vm_datastore_path(sys, ds) : NULL;
 		char dsname[VM_NAME_MAX + 1];
 
-		if (!path || copy_str(dsname, sizeof(dsname), ds) || guest_paths(g, dsname, path, name))
+		if (!path || copy_str(dsname, sizeof(dsname), ds) ||
+		    guest_paths(g, dsname, path, name))
 			continue;
 		if (access(g->conf_path, F_OK) != 0)
 			continue;
@@ -279,7 +286,8 @@ static int cmp_names(const void *a, const void *b)
 }
 
 /* Call fn for each guest folder of one datastore, sorted by name. */
-static int foreach_in(const char *ds, const char *path, int (*fn)(struct vm_guest *, void *), void *arg)
+static int foreach_in(const char *ds, const char *path, int (*fn)(struct vm_guest *, void *),
+                      void *arg)
 {
 	DIR *d = opendir(path);
 	struct dirent *e;
@@ -309,7 +317,8 @@ static int foreach_in(const char *ds, const char *path, int (*fn)(struct vm_gues
 		struct vm_guest g;
 		char err[512];
 
-		if (rc == 0 && guest_paths(&g, ds, path, names[i]) == 0 && access(g.conf_path, F_OK) == 0) {
+		if (rc == 0 && guest_paths(&g, ds, path, names[i]) == 0 &&
+		    access(g.conf_path, F_OK) == 0) {
 			g.conf = rcconf_load(g.conf_path, err, sizeof(err));
 			rc = fn(&g, arg);
 			vm_guest_free(&g);
@@ -356,12 +365,20 @@ int vm_parse_size(const char *s, unsigned long long *bytes)
 	if (errno)
 		return -1;
 	switch (toupper((unsigned char)*end)) {
-	case 'T': mul <<= 10; /* fall through */
-	case 'G': mul <<= 10; /* fall through */
-	case 'M': mul <<= 10; /* fall through */
-	case 'K': mul <<= 10; end++; break;
-	case '\0': break;
-	default: return -1;
+	case 'T':
+		mul <<= 10; /* fall through */
+	case 'G':
+		mul <<= 10; /* fall through */
+	case 'M':
+		mul <<= 10; /* fall through */
+	case 'K':
+		mul <<= 10;
+		end++;
+		break;
+	case '\0':
+		break;
+	default:
+		return -1;
 	}
 	if (toupper((unsigned char)*end) == 'B')
 		end++;

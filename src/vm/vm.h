@@ -28,13 +28,13 @@
 
 /* System-wide state, loaded once per `vm` run. */
 struct vm_sys {
-	char conf_path[PATH_MAX]; /* /etc/khyve.conf or $KHYVE_CONF */
-	struct rcconf *conf;      /* its settings (empty when the file is missing) */
-	char vm_dir[PATH_MAX];    /* $vm_dir; "" when unset */
-	char config_dir[PATH_MAX];/* $vm_dir/.config */
-	struct rcconf *system;    /* $vm_dir/.config/system.conf (may be empty) */
-	char khyve[PATH_MAX];     /* the khyve binary: $KHYVE, beside vm, or "khyve" */
-	char self[PATH_MAX];      /* this vm binary (/proc/self/exe) */
+	char conf_path[PATH_MAX];  /* /etc/khyve.conf or $KHYVE_CONF */
+	struct rcconf *conf;       /* its settings (empty when the file is missing) */
+	char vm_dir[PATH_MAX];     /* $vm_dir; "" when unset */
+	char config_dir[PATH_MAX]; /* $vm_dir/.config */
+	struct rcconf *system;     /* $vm_dir/.config/system.conf (may be empty) */
+	char khyve[PATH_MAX];      /* the khyve binary: $KHYVE, beside vm, or "khyve" */
+	char self[PATH_MAX];       /* this vm binary (/proc/self/exe) */
 };
 
 /* A guest: NAME.conf in a datastore. */
@@ -77,7 +77,7 @@ bool vm_name_valid(const char *name);
  * Free with vm_guest_free() (also safe after a failure).
  */
 int vm_guest_find(const struct vm_sys *sys, const char *name, struct vm_guest *g, char *err,
-		  size_t errlen);
+                  size_t errlen);
 void vm_guest_free(struct vm_guest *g);
 
 /* Save g->conf to g->conf_path atomically; 0 or -1 with `err`. */

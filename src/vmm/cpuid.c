@@ -39,7 +39,7 @@ uint32_t topo_apic_id(const struct cpu_topology *t, unsigned index)
 }
 
 static struct kvm_cpuid_entry2 *find_leaf(struct kvm_cpuid_entry2 *e, unsigned n, uint32_t fn,
-					  uint32_t idx)
+                                          uint32_t idx)
 {
 	for (unsigned i = 0; i < n; i++)
 		if (e[i].function == fn && e[i].index == idx)
@@ -102,7 +102,7 @@ static void fix_cache_leaf(struct kvm_cpuid_entry2 *e, const struct cpu_topology
 
 /* Append the extended-topology subleaves 0..2 of leaf `fn`. */
 static int add_topology_leaf(struct kvm_cpuid_entry2 *e, unsigned *n, unsigned cap, uint32_t fn,
-			     const struct cpu_topology *t, uint32_t apic_id)
+                             const struct cpu_topology *t, uint32_t apic_id)
 {
 	unsigned tb = topo_thread_bits(t), cb = topo_core_bits(t);
 	const uint32_t eax[3] = {tb, tb + cb, 0};
@@ -127,7 +127,7 @@ static int add_topology_leaf(struct kvm_cpuid_entry2 *e, unsigned *n, unsigned c
 }
 
 static void fix_amd_leaves(struct kvm_cpuid_entry2 *e, unsigned n, const struct cpu_topology *t,
-			   uint32_t apic_id, unsigned index)
+                           uint32_t apic_id, unsigned index)
 {
 	unsigned per_pkg = t->threads * t->cores;
 	struct kvm_cpuid_entry2 *x = find_leaf(e, n, CPUID_AMD_SIZES, 0);
@@ -147,7 +147,7 @@ static void fix_amd_leaves(struct kvm_cpuid_entry2 *e, unsigned n, const struct 
 }
 
 int cpuid_fixup(struct kvm_cpuid_entry2 *e, unsigned nent, unsigned cap,
-		const struct cpu_topology *t, unsigned index)
+                const struct cpu_topology *t, unsigned index)
 {
 	uint32_t apic_id = topo_apic_id(t, index);
 	unsigned per_pkg = 1u << (topo_thread_bits(t) + topo_core_bits(t));

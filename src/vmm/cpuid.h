@@ -34,6 +34,6 @@ uint32_t topo_apic_id(const struct cpu_topology *t, unsigned index);
  * the hypervisor bit.  Returns the new entry count, or -1 if cap is too small.
  */
 int cpuid_fixup(struct kvm_cpuid_entry2 *entries, unsigned nent, unsigned cap,
-		const struct cpu_topology *t, unsigned index);
+                const struct cpu_topology *t, unsigned index);
 
 #endif

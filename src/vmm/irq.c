@@ -40,7 +40,7 @@ int irq_routing_init(struct vm *vm)
 	pthread_mutex_lock(&routing_lock);
 	if (routing == NULL)
 		routing = calloc(1, sizeof(*routing) +
-					    IRQ_MAX_ROUTES * sizeof(struct kvm_irq_routing_entry));
+		                        IRQ_MAX_ROUTES * sizeof(struct kvm_irq_routing_entry));
 	if (routing == NULL) {
 		pthread_mutex_unlock(&routing_lock);
 		return -1;
@@ -51,8 +51,8 @@ int irq_routing_init(struct vm *vm)
 	 * PICs and the IOAPIC, GSIs 16-23 only the IOAPIC. */
 	for (uint32_t gsi = 0; gsi < IOAPIC_NPINS; gsi++) {
 		if (gsi < PIC_PINS)
-			add_irqchip_route(gsi, gsi < 8 ? KVM_IRQCHIP_PIC_MASTER : KVM_IRQCHIP_PIC_SLAVE,
-					  gsi % 8);
+			add_irqchip_route(
+			    gsi, gsi < 8 ? KVM_IRQCHIP_PIC_MASTER : KVM_IRQCHIP_PIC_SLAVE, gsi % 8);
 		add_irqchip_route(gsi, KVM_IRQCHIP_IOAPIC, gsi);
 	}
 	rc = commit(vm);
@@ -140,9 +140,9 @@ int irq_route_msi_del(struct vm *vm, int gsi)
 int irq_signal_msi(struct vm *vm, uint64_t addr, uint32_t data)
 {
 	struct kvm_msi msi = {
-		.address_lo = (uint32_t)addr,
-		.address_hi = (uint32_t)(addr >> 32),
-		.data = data,
+	    .address_lo = (uint32_t)addr,
+	    .address_hi = (uint32_t)(addr >> 32),
+	    .data = data,
 	};
 
 	return ioctl(vm->vm_fd, KVM_SIGNAL_MSI, &msi) < 0 ? -1 : 0;
@@ -158,9 +158,9 @@ int irq_irqfd_bind(struct vm *vm, int fd, int gsi)
 int irq_irqfd_unbind(struct vm *vm, int fd, int gsi)
 {
 	struct kvm_irqfd irqfd = {
-		.fd = (uint32_t)fd,
-		.gsi = (uint32_t)gsi,
-		.flags = KVM_IRQFD_FLAG_DEASSIGN,
+	    .fd = (uint32_t)fd,
+	    .gsi = (uint32_t)gsi,
+	    .flags = KVM_IRQFD_FLAG_DEASSIGN,
 	};
 
 	return ioctl(vm->vm_fd, KVM_IRQFD, &irqfd);

@@ -26,12 +26,12 @@ static int kvm_require_caps(int kvm_fd, char *err, size_t errlen)
 		int cap;
 		const char *name;
 	} caps[] = {
-		{KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP"},
-		{KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY"},
-		{KVM_CAP_SET_TSS_ADDR, "KVM_CAP_SET_TSS_ADDR"},
-		{KVM_CAP_PIT2, "KVM_CAP_PIT2"},
-		{KVM_CAP_EXT_CPUID, "KVM_CAP_EXT_CPUID"},
-		{KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT"},
+	    {KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP"},
+	    {KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY"},
+	    {KVM_CAP_SET_TSS_ADDR, "KVM_CAP_SET_TSS_ADDR"},
+	    {KVM_CAP_PIT2, "KVM_CAP_PIT2"},
+	    {KVM_CAP_EXT_CPUID, "KVM_CAP_EXT_CPUID"},
+	    {KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT"},
 	};
 
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
@@ -50,14 +50,15 @@ static int kvm_open(struct vm *vm, char *err, size_t errlen)
 
 	vm->kvm_fd = open(path, O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0) {
-		snprintf(err, errlen, "cannot open %s: %s (is KVM available and are you allowed to use it?)",
-			 path, strerror(errno));
+		snprintf(err, errlen,
+		         "cannot open %s: %s (is KVM available and are you allowed to use it?)",
+		         path, strerror(errno));
 		return -1;
 	}
 	version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
 	if (version != KVM_API_VERSION) {
 		snprintf(err, errlen, "%s: KVM API version %d, need %d", path, version,
-			 KVM_API_VERSION);
+		         KVM_API_VERSION);
 		return -1;
 	}
 	return kvm_require_caps(vm->kvm_fd, err, errlen);
@@ -66,11 +67,11 @@ static int kvm_open(struct vm *vm, char *err, size_t errlen)
 static int vm_set_user_memory(struct vm *vm, uint64_t gpa, uint64_t size, void *hva, bool ro)
 {
 	struct kvm_userspace_memory_region r = {
-		.slot = vm->next_slot,
-		.flags = ro ? KVM_MEM_READONLY : 0,
-		.guest_phys_addr = gpa,
-		.memory_size = size,
-		.userspace_addr = (uintptr_t)hva,
+	    .slot = vm->next_slot,
+	    .flags = ro ? KVM_MEM_READONLY : 0,
+	    .guest_phys_addr = gpa,
+	    .memory_size = size,
+	    .userspace_addr = (uintptr_t)hva,
 	};
 
 	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0)
@@ -93,11 +94,11 @@ int vm_rom_window_add(struct vm *vm, uint64_t gpa, uint64_t size, void *hva)
 int vm_rom_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on)
 {
 	struct kvm_userspace_memory_region r = {
-		.slot = (uint32_t)slot,
-		.flags = KVM_MEM_READONLY,
-		.guest_phys_addr = gpa,
-		.memory_size = on ? size : 0, /* size 0 deletes the slot */
-		.userspace_addr = (uintptr_t)hva,
+	    .slot = (uint32_t)slot,
+	    .flags = KVM_MEM_READONLY,
+	    .guest_phys_addr = gpa,
+	    .memory_size = on ? size : 0, /* size 0 deletes the slot */
+	    .userspace_addr = (uintptr_t)hva,
 	};
 
 	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : 0;
@@ -108,7 +109,7 @@ static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
 	void *hva;
 
 	hva = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		   -1, 0);
+	           -1, 0);
 	if (hva == MAP_FAILED)
 		return -1;
 	/* Transparent huge pages cut the guest's TLB misses; advisory only. */
@@ -122,7 +123,8 @@ static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
 
 static int vm_get_supported_cpuid(struct vm *vm)
 {
-	size_t sz = sizeof(struct kvm_cpuid2) + KVM_CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2);
+	size_t sz =
+	    sizeof(struct kvm_cpuid2) + KVM_CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2);
 
 	vm->supported_cpuid = calloc(1, sz);
 	if (vm->supported_cpuid == NULL)
@@ -145,7 +147,7 @@ static int vm_create_irqchip(struct vm *vm)
 }
 
 int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, char *err,
-	      size_t errlen)
+              size_t errlen)
 {
 	uint64_t low, high;
 
@@ -163,15 +165,17 @@ int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, 
 		return -1;
 	}
 	if (vm_create_irqchip(vm) < 0) {
-		snprintf(err, errlen, "cannot create the in-kernel irqchip/PIT: %s", strerror(errno));
+		snprintf(err, errlen, "cannot create the in-kernel irqchip/PIT: %s",
+		         strerror(errno));
 		return -1;
 	}
 	gmem_layout(memsize, &low, &high);
 	vm->mem.lowmem_size = low;
 	vm->mem.highmem_size = high;
-	if (vm_add_ram(vm, 0, low) < 0 || (high > 0 && vm_add_ram(vm, GMEM_HIGHMEM_BASE, high) < 0)) {
+	if (vm_add_ram(vm, 0, low) < 0 ||
+	    (high > 0 && vm_add_ram(vm, GMEM_HIGHMEM_BASE, high) < 0)) {
 		snprintf(err, errlen, "cannot allocate %llu MiB of guest memory: %s",
-			 (unsigned long long)(memsize >> 20), strerror(errno));
+		         (unsigned long long)(memsize >> 20), strerror(errno));
 		return -1;
 	}
 	if (vm_get_supported_cpuid(vm) < 0) {
@@ -201,7 +205,8 @@ int vm_add_rom(struct vm *vm, uint64_t gpa, uint64_t size, const void *data, uin
 
 static struct kvm_cpuid2 *cpuid_for_vcpu(struct vm *vm, unsigned index)
 {
-	size_t sz = sizeof(struct kvm_cpuid2) + KVM_CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2);
+	size_t sz =
+	    sizeof(struct kvm_cpuid2) + KVM_CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2);
 	struct kvm_cpuid2 *c = malloc(sz);
 	int n;
 
@@ -246,7 +251,7 @@ int vm_create_vcpus(struct vm *vm, char *err, size_t errlen)
 		max_id = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_MAX_VCPUS);
 	if (max_id > 0 && top_id >= (uint32_t)max_id) {
 		snprintf(err, errlen, "%u vCPUs (APIC ID up to %u) exceed KVM's limit of %d",
-			 vm->ncpus, top_id, max_id);
+		         vm->ncpus, top_id, max_id);
 		return -1;
 	}
 	vm->vcpus = calloc(vm->ncpus, sizeof(*vm->vcpus));
@@ -290,10 +295,10 @@ int vm_irq_line(struct vm *vm, uint32_t gsi, int level)
 int vm_ioeventfd(struct vm *vm, uint64_t gpa, unsigned len, int fd, bool assign)
 {
 	struct kvm_ioeventfd io = {
-		.addr = gpa,
-		.len = len,
-		.fd = fd,
-		.flags = assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN,
+	    .addr = gpa,
+	    .len = len,
+	    .fd = fd,
+	    .flags = assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN,
 	};
 
 	return ioctl(vm->vm_fd, KVM_IOEVENTFD, &io);

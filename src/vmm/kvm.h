@@ -20,9 +20,9 @@
 #define KVM_IDENTITY_MAP_GPA 0xfeffc000ull
 #define KVM_TSS_GPA          0xfeffd000ull /* three pages */
 
-#define IOAPIC_GPA    0xfec00000ull
-#define LAPIC_GPA     0xfee00000ull
-#define IOAPIC_NPINS  24 /* GSIs 0-23 */
+#define IOAPIC_GPA           0xfec00000ull
+#define LAPIC_GPA            0xfee00000ull
+#define IOAPIC_NPINS         24 /* GSIs 0-23 */
 
 struct vcpu;
 
@@ -45,7 +45,7 @@ struct vm {
  * returns -1 with a one-line reason in `err`.
  */
 int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, char *err,
-	      size_t errlen);
+              size_t errlen);
 
 /* Release everything vm_create() and vm_create_vcpus() made. */
 void vm_destroy(struct vm *vm);

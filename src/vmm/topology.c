@@ -37,12 +37,13 @@ int topology_from_config(struct cpu_topology *t, char *err, size_t errlen)
 	product = (uint64_t)t->sockets * t->cores * t->threads;
 	if (product > KHYVE_MAX_VCPUS) {
 		snprintf(err, errlen, "topology gives %llu vCPUs; the limit is %d",
-			 (unsigned long long)product, KHYVE_MAX_VCPUS);
+		         (unsigned long long)product, KHYVE_MAX_VCPUS);
 		return -1;
 	}
 	if (explicit_cpus && product != cpus) {
-		snprintf(err, errlen, "topology (%u sockets, %u cores, %u threads) does not match %u vCPUs",
-			 t->sockets, t->cores, t->threads, cpus);
+		snprintf(err, errlen,
+		         "topology (%u sockets, %u cores, %u threads) does not match %u vCPUs",
+		         t->sockets, t->cores, t->threads, cpus);
 		return -1;
 	}
 	return 0;

@@ -9,19 +9,19 @@
 
 #include "vmm/kvm.h"
 
-#define SIG_VCPU_KICK (SIGRTMIN + 1)
+#define SIG_VCPU_KICK    (SIGRTMIN + 1)
 
-#define X86_CR0_PE    0x00000001ull
-#define X86_CR0_ET    0x00000010ull
-#define X86_CR0_PG    0x80000000ull
-#define X86_CR4_PAE   0x00000020ull
-#define X86_EFER_LME  0x00000100ull
-#define X86_EFER_LMA  0x00000400ull
+#define X86_CR0_PE       0x00000001ull
+#define X86_CR0_ET       0x00000010ull
+#define X86_CR0_PG       0x80000000ull
+#define X86_CR4_PAE      0x00000020ull
+#define X86_EFER_LME     0x00000100ull
+#define X86_EFER_LMA     0x00000400ull
 
-#define APIC_LVT_LINT0     0x350
-#define APIC_LVT_LINT1     0x360
-#define APIC_MODE_NMI      0x4
-#define APIC_MODE_EXTINT   0x7
+#define APIC_LVT_LINT0   0x350
+#define APIC_LVT_LINT1   0x360
+#define APIC_MODE_NMI    0x4
+#define APIC_MODE_EXTINT 0x7
 
 int vcpu_create(struct vm *vm, struct vcpu *v, unsigned index, uint32_t apic_id)
 {
@@ -83,13 +83,13 @@ int vcpu_init_lapic(struct vcpu *v)
 static struct kvm_segment flat_segment(uint16_t selector, bool code, bool long_mode)
 {
 	struct kvm_segment s = {
-		.base = 0,
-		.limit = 0xffffffff,
-		.selector = selector,
-		.type = code ? 0xb : 0x3, /* accessed execute/read, accessed read/write */
-		.present = 1,
-		.s = 1,
-		.g = 1,
+	    .base = 0,
+	    .limit = 0xffffffff,
+	    .selector = selector,
+	    .type = code ? 0xb : 0x3, /* accessed execute/read, accessed read/write */
+	    .present = 1,
+	    .s = 1,
+	    .g = 1,
 	};
 
 	s.l = code && long_mode;
@@ -133,11 +133,11 @@ static int vcpu_set_sregs(struct vcpu *v, const struct boot_cpu_state *st)
 static int vcpu_set_regs(struct vcpu *v, const struct boot_cpu_state *st)
 {
 	struct kvm_regs r = {
-		.rflags = 0x2, /* bit 1 is reserved-one; interrupts off */
-		.rip = st->rip,
-		.rsp = st->rsp,
-		.rsi = st->rsi,
-		.rbx = st->rbx,
+	    .rflags = 0x2, /* bit 1 is reserved-one; interrupts off */
+	    .rip = st->rip,
+	    .rsp = st->rsp,
+	    .rsi = st->rsi,
+	    .rbx = st->rbx,
 	};
 
 	return ioctl(v->fd, KVM_SET_REGS, &r);

@@ -178,16 +178,16 @@ static void test_fadt(void **state)
 	im = build(&cfg, ACPI_TABLES_GPA);
 	w = walk_tables(&im);
 	assert_int_equal(table_len(w.fadt), 276);
-	assert_int_equal(w.fadt[8], 6);                   /* revision */
-	assert_int_equal(unit_le(w.fadt + 46, 2), 9);     /* SCI_INT */
-	assert_int_equal(unit_le(w.fadt + 48, 4), 0);     /* SMI_CMD: no SMM */
+	assert_int_equal(w.fadt[8], 6);                    /* revision */
+	assert_int_equal(unit_le(w.fadt + 46, 2), 9);      /* SCI_INT */
+	assert_int_equal(unit_le(w.fadt + 48, 4), 0);      /* SMI_CMD: no SMM */
 	assert_int_equal(unit_le(w.fadt + 56, 4), 0xb000); /* PM1a_EVT_BLK */
-	assert_int_equal(unit_le(w.fadt + 60, 4), 0);     /* PM1b_EVT_BLK */
+	assert_int_equal(unit_le(w.fadt + 60, 4), 0);      /* PM1b_EVT_BLK */
 	assert_int_equal(unit_le(w.fadt + 64, 4), 0xb004); /* PM1a_CNT_BLK */
 	assert_int_equal(unit_le(w.fadt + 76, 4), 0xb008); /* PM_TMR_BLK */
-	assert_int_equal(w.fadt[88], 4);                  /* PM1_EVT_LEN */
-	assert_int_equal(w.fadt[89], 2);                  /* PM1_CNT_LEN */
-	assert_int_equal(w.fadt[91], 4);                  /* PM_TMR_LEN */
+	assert_int_equal(w.fadt[88], 4);                   /* PM1_EVT_LEN */
+	assert_int_equal(w.fadt[89], 2);                   /* PM1_CNT_LEN */
+	assert_int_equal(w.fadt[91], 4);                   /* PM_TMR_LEN */
 	uint32_t flags = (uint32_t)unit_le(w.fadt + 112, 4);
 	assert_true(flags & (1u << 8));   /* TMR_VAL_EXT: 32-bit timer */
 	assert_true(flags & (1u << 10));  /* RESET_REG_SUP */

@@ -370,8 +370,8 @@ static void test_tcp_second_client_refused(void **state)
 }
 
 /* A pty chardev at DIR/com1.pty; the directory string is the caller's. */
-static struct chardev *open_pty_at(struct mevent_loop *loop, struct sink *s, char **dir,
-				   char *link, size_t len)
+static struct chardev *open_pty_at(struct mevent_loop *loop, struct sink *s, char **dir, char *link,
+                                   size_t len)
 {
 	char spec[700];
 
@@ -655,14 +655,22 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, loop_setup, loop_teardown)
 	const struct CMUnitTest tests[] = {
-	    T(test_bad_specs),          T(test_missing_device),
-	    T(test_dev_null),           T(test_read_unwatchable),
-	    T(test_regular_file_input), T(test_tcp_round_trip),
-	    T(test_tcp_port_in_use),    T(test_tcp_second_client_refused),
-	    T(test_pty_round_trip),     T(test_pty_client_reattach),
-	    T(test_pty_output_without_client), T(test_pty_link_replaced),
-	    T(test_pty_link_taken_over),       T(test_pty_bad_links),
-	    T(test_loop_basics),               T(test_stdio_escape),
+	    T(test_bad_specs),
+	    T(test_missing_device),
+	    T(test_dev_null),
+	    T(test_read_unwatchable),
+	    T(test_regular_file_input),
+	    T(test_tcp_round_trip),
+	    T(test_tcp_port_in_use),
+	    T(test_tcp_second_client_refused),
+	    T(test_pty_round_trip),
+	    T(test_pty_client_reattach),
+	    T(test_pty_output_without_client),
+	    T(test_pty_link_replaced),
+	    T(test_pty_link_taken_over),
+	    T(test_pty_bad_links),
+	    T(test_loop_basics),
+	    T(test_stdio_escape),
 	};
 #undef T
 

@@ -27,8 +27,11 @@ static size_t build_elf(bool with_note)
 	eh->e_phoff = sizeof(*eh);
 	eh->e_phentsize = sizeof(*ph);
 	eh->e_phnum = 2;
-	ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_offset = 0x300, .p_paddr = 0x100000,
-			     .p_filesz = 16, .p_memsz = 32};
+	ph[0] = (Elf64_Phdr){.p_type = PT_LOAD,
+	                     .p_offset = 0x300,
+	                     .p_paddr = 0x100000,
+	                     .p_filesz = 16,
+	                     .p_memsz = 32};
 	ph[1] = (Elf64_Phdr){.p_type = PT_NOTE, .p_offset = 0x200, .p_filesz = 20};
 	memcpy(note, n, sizeof(n));
 	memcpy(note + 12, "Xen", 4);
@@ -109,8 +112,8 @@ static void test_load(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_probe),
-		cmocka_unit_test(test_load),
+	    cmocka_unit_test(test_probe),
+	    cmocka_unit_test(test_load),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,7 +24,7 @@ static void test_tap_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tap_names),
+	    cmocka_unit_test(test_tap_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

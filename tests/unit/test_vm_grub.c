@@ -61,16 +61,16 @@ static void test_run_lines(void **state)
 {
 	(void)state;
 	char *s = script("loader=\"grub\"\n" DISK0
-			 "grub_run0=\"linux /boot/vmlinuz-vanilla root=/dev/vda3 modules=ext4\"\n"
-			 "grub_run1=\"initrd /boot/initramfs-vanilla\"\n"
-			 "grub_run2=\"boot\"\n"
-			 "grub_run4=\"echo after a gap: ignored\"\n",
-			 false, NULL);
+	                 "grub_run0=\"linux /boot/vmlinuz-vanilla root=/dev/vda3 modules=ext4\"\n"
+	                 "grub_run1=\"initrd /boot/initramfs-vanilla\"\n"
+	                 "grub_run2=\"boot\"\n"
+	                 "grub_run4=\"echo after a gap: ignored\"\n",
+	                 false, NULL);
 	assert_contains(s, "serial --unit=0 --speed=115200\nterminal_input serial\n"
-			   "terminal_output serial\n");
+	                   "terminal_output serial\n");
 	assert_contains(s, "set timeout=3\nmenuentry 'g (bhyve run)' {\n\troot=hd0,1\n"
-			   "\tlinux /boot/vmlinuz-vanilla root=/dev/vda3 modules=ext4\n"
-			   "\tinitrd /boot/initramfs-vanilla\n}\n");
+	                   "\tlinux /boot/vmlinuz-vanilla root=/dev/vda3 modules=ext4\n"
+	                   "\tinitrd /boot/initramfs-vanilla\n}\n");
 	assert_not_contains(s, "\tboot");
 	assert_not_contains(s, "gap");
 	assert_not_contains(s, "configfile");
@@ -86,14 +86,14 @@ static void test_run_default(void **state)
 	assert_not_contains(s, "menuentry");
 	free(s);
 	s = script(DISK0 "grub_run_partition=\"msdos2\"\ngrub_run_dir=\"grub/\"\n"
-			 "grub_run_file=\"grub.conf\"\n",
-		   false, NULL);
+	                 "grub_run_file=\"grub.conf\"\n",
+	           false, NULL);
 	assert_contains(s, "set root=hd0,msdos2\nconfigfile /grub/grub.conf\n");
 	free(s);
 	/* vm-bhyve's gentoo template: the partition applies with lines too. */
 	s = script(DISK0 "grub_run_partition=\"gpt2\"\ngrub_run0=\"set root=(hd0,gpt2)\"\n"
-			 "grub_run1=\"configfile /grub/grub.cfg\"\n",
-		   false, NULL);
+	                 "grub_run1=\"configfile /grub/grub.cfg\"\n",
+	           false, NULL);
 	assert_contains(s, "\troot=hd0,gpt2\n\tset root=(hd0,gpt2)\n\tconfigfile /grub/grub.cfg\n");
 	free(s);
 }
@@ -104,12 +104,12 @@ static void test_install_iso(void **state)
 {
 	(void)state;
 	char *s = script(DISK0 "grub_install0=\"linux (cd0)/isolinux/vmlinuz root=cd0\"\n"
-			       "grub_install1=\"initrd /isolinux/initrd.img\"\n"
-			       "grub_install2=\"ls (cd0,1) (hd0) (hd0,msdos1) (hd7) (cd1)\"\n"
-			       "grub_install3=\"knetbsd -h -r cd0a /netbsd\"\n"
-			       "grub_install4=\"set root='cd0'\"\n"
-			       "grub_run0=\"not used\"\n",
-			 true, "/isos/x.ISO");
+	                       "grub_install1=\"initrd /isolinux/initrd.img\"\n"
+	                       "grub_install2=\"ls (cd0,1) (hd0) (hd0,msdos1) (hd7) (cd1)\"\n"
+	                       "grub_install3=\"knetbsd -h -r cd0a /netbsd\"\n"
+	                       "grub_install4=\"set root='cd0'\"\n"
+	                       "grub_run0=\"not used\"\n",
+	                 true, "/isos/x.ISO");
 	assert_contains(s, "menuentry 'g (bhyve install)' {\n\troot=hd97\n");
 	/* "root=cd0" inside the kernel's command line is a word start too:
 	 * rewritten, as harmless as it is rare. */
@@ -130,10 +130,10 @@ static void test_install_disk_image(void **state)
 {
 	(void)state;
 	char *s = script(DISK0 "disk1_type=\"nvme\"\ndisk1_name=\"d1.img\"\n"
-			       "grub_install0=\"ls (cd0) (hd0,msdos1) (hd1)\"\n"
-			       "grub_install1=\"set root=hd1,gpt2\"\n"
-			       "grub_install2=\"linux /vmlinuz root=/dev/vda3\"\n",
-			 true, "/imgs/installer.img");
+	                       "grub_install0=\"ls (cd0) (hd0,msdos1) (hd1)\"\n"
+	                       "grub_install1=\"set root=hd1,gpt2\"\n"
+	                       "grub_install2=\"linux /vmlinuz root=/dev/vda3\"\n",
+	                 true, "/imgs/installer.img");
 	assert_contains(s, "\troot=hd0\n");
 	assert_contains(s, "\tls (hd0) (hd1,msdos1) (hd2)\n");
 	assert_contains(s, "\tset root=hd2,gpt2\n");
@@ -141,8 +141,8 @@ static void test_install_disk_image(void **state)
 	free(s);
 	/* install_slot above the first disk's slot: disk0 stays in front. */
 	s = script(DISK0 "disk1_type=\"nvme\"\ndisk1_name=\"d1.img\"\ninstall_slot=\"5\"\n"
-			 "grub_install0=\"ls (cd0) (hd0) (hd1)\"\n",
-		   true, "/imgs/installer.img");
+	                 "grub_install0=\"ls (cd0) (hd0) (hd1)\"\n",
+	           true, "/imgs/installer.img");
 	assert_contains(s, "\tls (hd1) (hd0) (hd2)\n");
 	free(s);
 }
@@ -152,14 +152,14 @@ static void test_cd_disks(void **state)
 {
 	(void)state;
 	char *s = script(DISK0 "disk1_type=\"ahci-cd\"\ndisk1_name=\"/x/data.iso\"\n"
-			       "disk2_type=\"ahci-hd\"\ndisk2_name=\"d2.img\"\n"
-			       "grub_run0=\"ls (hd0) (hd1) (hd2)\"\n",
-			 false, NULL);
+	                       "disk2_type=\"ahci-hd\"\ndisk2_name=\"d2.img\"\n"
+	                       "grub_run0=\"ls (hd0) (hd1) (hd2)\"\n",
+	                 false, NULL);
 	assert_contains(s, "\tls (hd0) (hd97) (hd1)\n");
 	free(s);
 	s = script(DISK0 "disk1_type=\"ahci-cd\"\ndisk1_name=\"/x/data.iso\"\n"
-			 "grub_install0=\"ls (cd0) (hd1)\"\n",
-		   true, "/x/inst.iso");
+	                 "grub_install0=\"ls (cd0) (hd1)\"\n",
+	           true, "/x/inst.iso");
 	assert_contains(s, "\tls (hd97) (hd98)\n");
 	free(s);
 }
@@ -169,8 +169,8 @@ static void test_timeout_and_console(void **state)
 {
 	(void)state;
 	char *s = script(DISK0 "loader_timeout=\"0\"\ncomports=\"com2 com1\"\n"
-			       "grub_run0=\"echo hi\"\n",
-			 false, NULL);
+	                       "grub_run0=\"echo hi\"\n",
+	                 false, NULL);
 	assert_contains(s, "serial --unit=1 --speed=115200\n");
 	assert_contains(s, "set timeout=0\n");
 	free(s);
@@ -294,15 +294,11 @@ static void test_image_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_run_lines),
-		cmocka_unit_test(test_run_default),
-		cmocka_unit_test(test_install_iso),
-		cmocka_unit_test(test_install_disk_image),
-		cmocka_unit_test(test_cd_disks),
-		cmocka_unit_test(test_timeout_and_console),
-		cmocka_unit_test(test_bad_values),
-		cmocka_unit_test(test_image),
-		cmocka_unit_test(test_image_errors),
+	    cmocka_unit_test(test_run_lines),    cmocka_unit_test(test_run_default),
+	    cmocka_unit_test(test_install_iso),  cmocka_unit_test(test_install_disk_image),
+	    cmocka_unit_test(test_cd_disks),     cmocka_unit_test(test_timeout_and_console),
+	    cmocka_unit_test(test_bad_values),   cmocka_unit_test(test_image),
+	    cmocka_unit_test(test_image_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -478,11 +478,12 @@ static void test_disks(void **state)
 	         "disk5_name=\"after-the-gap.img\"\n",
 	         dir);
 	assert_int_equal(build(conf, NULL), 0);
-	assert_line(KHYVE
-	            " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx"
-	            " -s 4,nvme,@/guest1/disk0.img,maxq=4,ser=ABC -s 5,ahci-hd,@/guest1/disk1.img"
-	            " -s 6,virtio-blk,@/raw.img -s 7,ahci-cd,@/guest1/disk2.img -s 31,lpc"
-	            " -s 1:3,piix4-pm -l bootrom,@/OVMF_CODE.fd -l com1,pty=@/guest1/com1.pty guest1");
+	assert_line(
+	    KHYVE
+	    " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx"
+	    " -s 4,nvme,@/guest1/disk0.img,maxq=4,ser=ABC -s 5,ahci-hd,@/guest1/disk1.img"
+	    " -s 6,virtio-blk,@/raw.img -s 7,ahci-cd,@/guest1/disk2.img -s 31,lpc"
+	    " -s 1:3,piix4-pm -l bootrom,@/OVMF_CODE.fd -l com1,pty=@/guest1/com1.pty guest1");
 
 	/* ahci_device_limit: ahci disks share one controller, after the others. */
 	assert_int_equal(build("loader=bios\n"

@@ -22,14 +22,14 @@ static void test_forms(void **state)
 {
 	(void)state;
 	struct rcconf *rc = parse_ok("# a comment\n"
-				     "loader=\"uefi\"\n"
-				     "cpu=2\n"
-				     "memory='4G'\n"
-				     "network0_switch=\"public\" # trailing comment\n"
-				     "  disk0_name=\"ignored.img\"\n"
-				     "graphics=\"yes#no\"\n"
-				     "\n"
-				     "cpu=4\n");
+	                             "loader=\"uefi\"\n"
+	                             "cpu=2\n"
+	                             "memory='4G'\n"
+	                             "network0_switch=\"public\" # trailing comment\n"
+	                             "  disk0_name=\"ignored.img\"\n"
+	                             "graphics=\"yes#no\"\n"
+	                             "\n"
+	                             "cpu=4\n");
 	assert_string_equal(rcconf_get(rc, "loader"), "uefi");
 	assert_string_equal(rcconf_get(rc, "cpu"), "2"); /* the first wins, as in vm-bhyve */
 	assert_string_equal(rcconf_get(rc, "memory"), "4G");
@@ -146,13 +146,10 @@ static void test_save_and_load(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_forms),
-		cmocka_unit_test(test_escapes_and_empty),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_yes),
-		cmocka_unit_test(test_set_keeps_lines),
-		cmocka_unit_test(test_set_duplicate),
-		cmocka_unit_test(test_save_and_load),
+	    cmocka_unit_test(test_forms),           cmocka_unit_test(test_escapes_and_empty),
+	    cmocka_unit_test(test_errors),          cmocka_unit_test(test_yes),
+	    cmocka_unit_test(test_set_keeps_lines), cmocka_unit_test(test_set_duplicate),
+	    cmocka_unit_test(test_save_and_load),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
