@@ -52,6 +52,8 @@ static void on_signal(int fd, uint32_t events, void *arg)
 		return;
 	if (si.ssi_signo == SIGTERM) {
 		/* bhyve: SIGTERM presses the ACPI power button. */
+		/* vm stop waits for this line in vm-bhyve.log (src/vm/stopwait.c
+		 * DEAF_LINE): keep the wording. */
 		if (m->pm == NULL || !pm_power_button(m->pm))
 			log_warn("SIGTERM: power button pressed, but the guest is not listening");
 		return;
