@@ -23,7 +23,7 @@ BUILD_PKGS += cmocka:libcmocka-dev
 endif
 pkg_module = $(word 1,$(subst :, ,$(1)))
 pkg_debian = $(word 2,$(subst :, ,$(1)))
-ifneq ($(filter-out check-deps check demo clean format format-check layering doc-tests,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out check-deps check demo clean format format-check layering doc-tests print-vm-sources,$(or $(MAKECMDGOALS),all)),)
 MISSING_PKGS := $(strip $(foreach p,$(BUILD_PKGS),$(if $(shell $(PKG_CONFIG) --exists \
                   $(call pkg_module,$(p)) 2>/dev/null && echo y),,$(call pkg_debian,$(p)))))
 ifneq ($(MISSING_PKGS),)
@@ -65,10 +65,15 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
+
+# What vm's code needs besides src/vm, for tests that link it themselves
+# (tests/lab/vm-grub's driver).
+print-vm-sources:
+	@echo $(filter-out src/vm/%,$(VM_SRC)) $(VM_LIBS)
 
 $(BUILD)/bin/vm: $(VM_OBJ) $(BUILD)/obj/src/cmd/vm.o
 	@mkdir -p $(@D)
