@@ -108,7 +108,8 @@ int pci_parse_slot_option(const char *opt, char *err, size_t errlen)
 	emul[elen] = '\0';
 	de = pci_devemu_find(emul);
 	if (de == NULL) {
-		snprintf(err, errlen, "unknown PCI emulation '%s' in -s %s", emul, opt);
+		snprintf(err, errlen, "unknown PCI emulation '%s' in -s %s (see khyve -s help)",
+		         emul, opt);
 		return -1;
 	}
 	snprintf(path, sizeof(path), "pci.%u.%u.%u", bus, slot, func);

@@ -169,7 +169,7 @@ int lpc_parse_option(const char *opt, char *err, size_t errlen)
 	else if (strcmp(name, "fwcfg") == 0) /* bhyve: -l fwcfg,qemu */
 		rc = config_set("lpc.fwcfg", conf != NULL && *conf != '\0' ? conf : "qemu");
 	else {
-		snprintf(err, errlen, "unknown LPC device '%s'", name);
+		snprintf(err, errlen, "unknown LPC device '%s' (see khyve -l help)", name);
 		return -1;
 	}
 	if (rc < 0 && err[0] == '\0')
