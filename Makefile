@@ -192,7 +192,7 @@ check-deps:
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
-		libattr1-dev groff-base man-db mandoc
+		libattr1-dev libfdt-dev groff-base man-db mandoc
 
 # The man pages render without broken words or warnings; make on a machine
 # without the libraries says what to install.
