@@ -1,29 +1,14 @@
 # startall and stopall with a fake khyve: vm_list order, vm_delay apart;
 # stopall stops the others at once, then vm_list in reverse; vm_enable="NO".
 . "$TOP/tests/vm/lib.sh"
-export KHYVE="$TOP/tests/vm/fake-khyve"
-export FAKE_KHYVE_LOG="$scratch/khyve.log" FAKE_KHYVE_SCRIPT=""
+. "$TOP/tests/vm/fake.sh"
 cat >>"$KHYVE_CONF" <<'C'
 vm_list="b a c"
 vm_delay="1"
-vm_stop_timeout="10"
 C
-mkdir -p "$vm_dir/.config"
-cleanup() {
-	for f in "$vm_dir"/*/run.state; do
-		[ -e "$f" ] || continue
-		for pid in $(sed -n 's/^\(supervisor\|khyve\)="\([0-9]*\)"$/\2/p' "$f"); do
-			[ "$pid" -gt 0 ] && kill -9 "$pid" 2>/dev/null || :
-		done
-	done
-	rm -rf "$scratch"
-}
-trap cleanup EXIT
 for n in a b c d; do
-	mkdir -p "$vm_dir/$n"
-	printf 'loader="bios"\ncpu="1"\nmemory="256M"\n' >"$vm_dir/$n/$n.conf"
+	guest "$n"
 done
-state() { vm list | awk -v n="$1" '$1 == n' | grep -o 'Running\|Stopped' || echo none; }
 # order WHAT: the guests of the fake log's WHAT (start|exit) lines, in order.
 order() { awk -v w="$1" '$2 == w { print $NF }' "$FAKE_KHYVE_LOG" | tr '\n' ' '; }
 # gaps WHAT: the smallest time between two such lines, in ms.
