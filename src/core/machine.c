@@ -7,6 +7,41 @@
 
 #include "vmm/vcpu.h"
 
+/* The start gate (machine_hold_start); static because there is one
+ * machine per process and a zeroed struct machine must stay usable. */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t start_cond = PTHREAD_COND_INITIALIZER;
+
+void machine_hold_start(struct machine *m)
+{
+	pthread_mutex_lock(&start_lock);
+	m->start_holds++;
+	pthread_mutex_unlock(&start_lock);
+}
+
+void machine_release_start(struct machine *m)
+{
+	pthread_mutex_lock(&start_lock);
+	if (m->start_holds > 0 && --m->start_holds == 0)
+		pthread_cond_broadcast(&start_cond);
+	pthread_mutex_unlock(&start_lock);
+}
+
+void machine_wait_start(struct machine *m)
+{
+	pthread_mutex_lock(&start_lock);
+	while (m->start_holds > 0 && !__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST))
+		pthread_cond_wait(&start_cond, &start_lock);
+	pthread_mutex_unlock(&start_lock);
+}
+
+static void wake_start_waiters(void)
+{
+	pthread_mutex_lock(&start_lock);
+	pthread_cond_broadcast(&start_cond);
+	pthread_mutex_unlock(&start_lock);
+}
+
 void machine_request_exit(struct machine *m, int code)
 {
 	uint64_t one = 1;
@@ -22,6 +57,7 @@ void machine_request_exit(struct machine *m, int code)
 	if (m->exit_fd >= 0 && write(m->exit_fd, &one, sizeof(one)) < 0) {
 		/* The loop will still see exit_requested on its next wake-up. */
 	}
+	wake_start_waiters();
 }
 
 int machine_irq_line(struct machine *m, unsigned gsi, int level)

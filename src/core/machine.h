@@ -26,10 +26,11 @@ struct machine {
 	int exit_fd;   /* eventfd: wakes the loop when an exit is requested */
 	int exit_code; /* process exit status; first request wins */
 	bool exit_requested;
-	bool strict_io;      /* x86.strictio: unclaimed I/O ends the VM (-e) */
-	struct pm *pm;       /* ACPI PM block: target of the power button */
-	struct pflash *vars; /* the boot ROM's variable store, or NULL */
-	uint64_t start_ns;   /* CLOCK_MONOTONIC at process start */
+	bool strict_io;       /* x86.strictio: unclaimed I/O ends the VM (-e) */
+	struct pm *pm;        /* ACPI PM block: target of the power button */
+	struct pflash *vars;  /* the boot ROM's variable store, or NULL */
+	uint64_t start_ns;    /* CLOCK_MONOTONIC at process start */
+	unsigned start_holds; /* machine_hold_start() not yet released */
 	/* Where shared interrupt lines go when there is no KVM VM (the device
 	 * harness in bench/ and unit tests); NULL: KVM_IRQ_LINE. */
 	void (*intx_hook)(struct machine *m, unsigned gsi, bool level);
@@ -42,6 +43,20 @@ struct machine {
  * kicked out of KVM_RUN and the process exits once they have stopped.
  */
 void machine_request_exit(struct machine *m, int code);
+
+/*
+ * Keep the vCPUs out of the guest until every hold is released: fbuf's
+ * `wait` holds the start until the first VNC client connects.  Holds are
+ * taken during device set-up, before vcpu_threads_start(); a release may
+ * come from any thread.  An exit request lets the vCPUs go too, so a VM
+ * stopped while it waits ends at once.  One machine per process.
+ */
+void machine_hold_start(struct machine *m);
+void machine_release_start(struct machine *m);
+
+/* For vCPU threads, before their first KVM_RUN: block while a hold
+ * remains and no exit was requested. */
+void machine_wait_start(struct machine *m);
 
 /* Set interrupt line `gsi` to `level` (see vm_irq_line). */
 int machine_irq_line(struct machine *m, unsigned gsi, int level);

@@ -157,6 +157,7 @@ static void *vcpu_thread(void *arg)
 
 	snprintf(name, sizeof(name), "vcpu %u", v->index);
 	pthread_setname_np(pthread_self(), name);
+	machine_wait_start(m);
 	while (!__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST)) {
 		if (vcpu_run(v) == 0) {
 			vcpu_dispatch_exit(m, v);
