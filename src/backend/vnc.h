@@ -1,0 +1,39 @@
+/*
+ * The VNC server (RFB 3.8, RFC 6143) through libvncserver, in its own
+ * thread: it shows the console's frame (backend/console.h) and turns client
+ * key and pointer events into console events.  Nothing a client does blocks
+ * a vCPU: the server only reads the frame the display hands it.
+ */
+#ifndef KHYVE_VNC_H
+#define KHYVE_VNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vnc_server;
+
+/* What fbuf's options say (tcp=, unix=, password=, wait, w=, h=). */
+struct vnc_config {
+	const char *host;       /* listen address (IPv4 or IPv6 literal, or a name) */
+	int port;               /* TCP port */
+	const char *unix_path;  /* listen on this UNIX socket instead, or NULL */
+	const char *password;   /* VNC authentication (at most 8 characters), or NULL */
+	uint32_t width, height; /* the first frame's size, before the guest draws */
+	const char *name;       /* desktop name shown by clients: the VM's name */
+	/* Called once, on the VNC thread, when the first client has completed
+	 * the handshake (fbuf's `wait` releases the vCPUs here); may be NULL. */
+	void (*first_client)(void *arg);
+	void *first_client_arg;
+};
+
+/*
+ * Listen now (so an address in use fails before the guest starts) and start
+ * the server thread.  Warns on stderr when listening on a non-loopback
+ * address without a password.  NULL with a one-line reason in `err`.
+ */
+struct vnc_server *vnc_start(const struct vnc_config *c, char *err, size_t errlen);
+
+/* Stop the thread, close every client and the listening socket. */
+void vnc_stop(struct vnc_server *s);
+
+#endif

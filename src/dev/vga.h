@@ -1,0 +1,51 @@
+/*
+ * The legacy VGA of the fbuf device (IBM VGA register set: sequencer,
+ * graphics controller, attribute controller, CRTC, DAC), as QEMU's stdvga
+ * and bhyve's vga.c: ports 0x3B4/0x3B5/0x3BA and 0x3C0-0x3DF, and the
+ * 0xA0000-0xBFFFF memory window onto 256 KiB of video RAM (four planes).
+ * It draws text modes from the font in plane 2 and the 16- and 256-colour
+ * modes into a console_frame; fbuf (dev/fbuf.c) shows it while the Bochs
+ * DISPI interface is off.
+ */
+#ifndef KHYVE_VGA_H
+#define KHYVE_VGA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct console_frame;
+struct machine;
+struct vga;
+
+#define VGA_VRAM_SIZE (256 * 1024) /* four 64 KiB planes */
+
+/*
+ * Create the VGA and register its ports and, when `memory` (bhyve's
+ * vga=on; false is vga=io), the 0xA0000-0xBFFFF window on the MMIO bus.
+ * It starts as a BIOS leaves it: 80x25 colour text (mode 3) with an 8x16
+ * font in plane 2, so a kernel booted directly shows text.  NULL with a
+ * one-line reason in `err`.
+ */
+struct vga *vga_create(struct machine *m, bool memory, char *err, size_t errlen);
+
+/* Register access as through `port` (0x3B0-0x3DF); `size` 1 or 2 (a 16-bit
+ * access is index then data).  fbuf's MMIO BAR forwards its 0x400-0x41F
+ * range here (port 0x3C0 + offset - 0x400). */
+uint32_t vga_port_read(struct vga *vga, uint16_t port, unsigned size);
+void vga_port_write(struct vga *vga, uint16_t port, unsigned size, uint32_t val);
+
+/*
+ * Draw the current mode into `pixels` (room for `cap` XRGB8888 pixels) and
+ * fill `f` (pixels, width, height, stride, changed areas; `full` on a mode
+ * change).  False, `f` untouched, when the screen is off (sequencer reset
+ * or screen disabled) or the mode is not one it draws.  Any thread; takes
+ * the VGA's lock.
+ */
+bool vga_render(struct vga *vga, uint32_t *pixels, size_t cap, struct console_frame *f);
+
+/* The DAC's 256 colours as XRGB8888, for DISPI 8-bit modes: 6-bit DAC
+ * values scaled to 8 bits, or taken as 8-bit when `dac8`. */
+void vga_palette(struct vga *vga, uint32_t pal[256], bool dac8);
+
+#endif
