@@ -154,7 +154,23 @@ $(BUILD)/bench/guests/boot-%.img: bench/guests/tiny.S bench/guests/boot.ld
 	$(Q)ld -m elf_x86_64 -T bench/guests/boot.ld -o $(@:.img=.elf) $(@:.img=.o)
 	$(Q)objcopy -O binary $(@:.img=.elf) $@
 
-bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/nvme-harness $(BUILD)/bin/runstat $(BENCH_GUESTS)
+# Boot sectors and the client for bench/vnc.
+FB_BENCH_GUESTS := $(BUILD)/bench/guests/fb-text.img $(BUILD)/bench/guests/fb-fb1024.img \
+                   $(BUILD)/bench/guests/fb-fb1920.img
+fb_bench_defs = $(if $(filter text,$(1)),-DTEXT,-DFB_W=$(if $(filter fb1024,$(1)),1024 -DFB_H=768,1920 -DFB_H=1080))
+$(BUILD)/bench/guests/fb-%.img: bench/guests/fbbench.S bench/guests/boot.ld
+	@mkdir -p $(@D)
+	$(call say,GUEST,$@)$(CC) -c -nostdlib $(call fb_bench_defs,$*) -o $(@:.img=.o) $<
+	$(Q)ld -m elf_x86_64 -T bench/guests/boot.ld -o $(@:.img=.elf) $(@:.img=.o)
+	$(Q)objcopy -O binary $(@:.img=.elf) $@
+
+$(BUILD)/bin/vncbench: bench/vncbench.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(CPPFLAGS) $(CFLAGS) $(shell $(PKG_CONFIG) --cflags libvncclient) \
+		-o $@ $< $(LDFLAGS) $(shell $(PKG_CONFIG) --libs libvncclient)
+
+bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/nvme-harness $(BUILD)/bin/runstat $(BENCH_GUESTS) \
+       $(FB_BENCH_GUESTS) $(BUILD)/bin/vncbench
 
 # ---- libFuzzer targets (tests/fuzz/): clang only, the core rebuilt with
 # coverage instrumentation and ASan+UBSan in its own object dir ----
