@@ -2,7 +2,8 @@
  * From a guest's vm-bhyve settings to khyve's command line (khyvecmd.h),
  * in the device order of vm-bhyve's vm::run: the host bridge in slot 0,
  * the disks from start_slot on, then the network interfaces, then
- * virtio-rnd, and the LPC bridge in slot 31 with the COM ports on it.
+ * virtio-rnd, the graphics console (fbuf, slot 29) and its USB tablet
+ * (xhci, slot 30), and the LPC bridge in slot 31 with the COM ports on it.
  *
  * Where khyve differs from bhyve, and so do we:
  * - Every device gets a slot of its own.  Outside UEFI mode vm-bhyve packs
@@ -17,6 +18,9 @@
  *   install medium (install_slot, 3) and the GRUB CD (slot 2) sit below
  *   the guest's disks and boot first.
  * - COM ports are ptys (`-l comN,pty=DIR/comN.pty`) rather than nmdm.
+ * - graphics works with every loader (vm-bhyve: UEFI only), in fixed slots
+ *   (vm-bhyve: the next after the NICs) and listens on 127.0.0.1 unless
+ *   graphics_listen says otherwise (vm-bhyve: 0.0.0.0).
  */
 #include "vm/khyvecmd.h"
 

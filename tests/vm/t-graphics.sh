@@ -4,6 +4,7 @@
 # VNC column of vm list and info's vnc line for a running (fake) guest,
 # bad values refused, and the shipped templates with graphics parse.
 . "$TOP/tests/vm/lib.sh"
+command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 0; }
 . "$TOP/tests/vm/fake.sh"
 vm init
 touch "$vm_dir/.iso/setup.iso"
@@ -28,7 +29,9 @@ until grep -q ready "$scratch/listener"; do
 	[ $i -lt 100 ] || die "the listener did not start"
 	sleep 0.1
 done
-grep -qi ':170C 00000000:0000 0A' /proc/net/tcp /proc/net/tcp6 || die "nothing listens on 5900"
+# listening(PORT): a LISTEN socket on PORT, IPv4 or IPv6 (/proc/net/tcp*).
+listening() { grep -qi ":$(printf %04X "$1") [0-9A-F]*:0000 0A" /proc/net/tcp /proc/net/tcp6; }
+listening 5900 || die "nothing listens on 5900"
 
 # port ARGS...: the VNC port in `vm ARGS`'s khyve command.
 port() { vm "$@" | sed -n 's/.* -s 29,fbuf,tcp=[^ ]*:\([0-9]*\),.*/\1/p'; }
@@ -41,7 +44,7 @@ echo "$cmd" | grep -q -- "-s 4,virtio-blk,$vm_dir/gfx/disk0.img -s 29,fbuf,tcp=1
 echo "$cmd" | grep -q ',wait' && die "vm start waits: $cmd"
 p=$(port start -n gfx)
 [ "$p" -gt 5900 ] && [ "$p" -lt 6100 ] || die "port $p: 5900 is in use"
-grep -qi ":$(printf %04X "$p") 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 && die "port $p is in use"
+listening "$p" && die "port $p is in use"
 # graphics_wait=auto (the default): `vm install` waits for the client.
 vm install -n gfx "$iso" | grep -q -- "-s 3,ahci-cd,$iso .*-s 29,fbuf,[^ ]*,wait -s 30" ||
 	die "install -n: $(vm install -n gfx "$iso")"
