@@ -11,6 +11,7 @@ touch "$vm_dir/.iso/setup.iso"
 iso=$vm_dir/.iso/setup.iso
 
 # A program listening on 5900 (or one is already): the search skips it.
+: >"$scratch/listener"
 python3 -c '
 import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -96,6 +97,18 @@ vm info gfx | grep -q '^  vnc: -' || die "info of a stopped guest: $(vm info gfx
 # does not listen: run.state says so).
 p2=$(port start -n gfx)
 [ "$p2" != "$uport" ] && [ "$p2" -gt 5900 ] || die "gfx got $p2, up has $uport"
+# graphics_wait=yes: every boot waits, and info says so.
+guest waiter graphics=yes graphics_wait=yes
+vm start waiter >/dev/null
+until_state waiter Running
+i=0
+until vm info waiter | grep -q '^  vnc: 127\.0\.0\.1:[0-9]* (the guest waits for the first client)$'; do
+	i=$((i + 1))
+	[ $i -lt 50 ] || die "info waiter: $(vm info waiter)"
+	sleep 0.1
+done
+[ "$(field waiter vnc)" != "$addr" ] || die "waiter has up's port"
+vm poweroff -f waiter
 vm poweroff -f up
 until_state up Stopped
 vm list | awk '$1 == "up" { print $6 }' | grep -qx -- - || die "list after stop: $(vm list)"
@@ -112,6 +125,11 @@ for bad in graphics=maybe xhci_mouse=perhaps graphics_res=800x601 graphics_res=1
 done
 [ "$(runs bad)" = 0 ] || die "a bad config started khyve"
 grep -q 123456789 "$scratch/err" && die "the password is in the message"
+# vm configure keeps a bad graphics value out of the config.
+EDITOR="sed -i 1igraphics_res=1x1" vm configure gfx 2>"$scratch/err" &&
+	die "configure saved graphics_res=1x1"
+grep -q graphics_res "$scratch/err" || die "configure: $(cat "$scratch/err")"
+grep -q '^graphics_res' "$vm_dir/gfx/gfx.conf" && die "graphics_res reached the config"
 guest bad graphics=yes install_slot=29
 expect_fail vm install -n bad "$iso"
 grep -q install_slot "$scratch/err" || die "install_slot 29: $(cat "$scratch/err")"
