@@ -67,7 +67,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests vnc-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -122,6 +122,22 @@ $(BUILD)/tests/vncshot: tests/vnc/vncshot.c $(BUILD)/obj/src/lib/keymap.o
 	@mkdir -p $(@D) $(BUILD)/obj/tests
 	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/tests/$(notdir $@).d -o $@ $< \
 		$(BUILD)/obj/src/lib/keymap.o $(VNCSHOT_LIBS) $(LDFLAGS)
+
+# The fake display (tests/vnc/fakedisplay.c): the VNC server over a known
+# pattern, with sinks that print the input that arrives; plain and ASan.
+$(BUILD)/tests/vnc-fakedisplay: tests/vnc/fakedisplay.c $(CORE_OBJ)
+	@mkdir -p $(@D) $(BUILD)/obj/tests
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/tests/$(notdir $@).d -o $@ $< \
+		$(CORE_OBJ) $(LIBS) $(LDFLAGS)
+
+$(BUILD)/san/tests/vnc-fakedisplay: tests/vnc/fakedisplay.c $(CORE_SAN_OBJ)
+	@mkdir -p $(@D) $(BUILD)/san/obj/tests
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -O1 -MF $(BUILD)/san/obj/tests/$(notdir $@).d \
+		-o $@ $< $(CORE_SAN_OBJ) $(LIBS) $(LDFLAGS)
+
+vnc-tests: $(BUILD)/tests/vncshot $(BUILD)/tests/vnc-fakedisplay $(BUILD)/san/tests/vnc-fakedisplay
+	@tests/vnc/run $(BUILD)/tests/vncshot $(BUILD)/tests/vnc-fakedisplay
+	@tests/vnc/run $(BUILD)/tests/vncshot $(BUILD)/san/tests/vnc-fakedisplay
 
 # ---- tiny test guests: flat ROM images, no FPU/SSE ----
 $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.inc
@@ -201,7 +217,7 @@ check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev acpica-tools \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
-		ovmf grub-efi-amd64-bin libvncserver-dev libpng-dev tesseract-ocr ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
+		ovmf grub-efi-amd64-bin libvncserver-dev libpng-dev tesseract-ocr python3 ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
 		libattr1-dev libfdt-dev groff-base man-db mandoc
 
 # The man pages render without broken words or warnings; make on a machine
@@ -248,6 +264,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
 	@$(MAKE) --no-print-directory doc-tests
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory vnc-tests
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory vm-tests
 	@$(MAKE) --no-print-directory guest-tests

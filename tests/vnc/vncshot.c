@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <png.h>
+#include <poll.h>
 #include <rfb/rfbclient.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -188,10 +190,40 @@ static char *get_password(rfbClient *c)
 	return strdup(opt.password ? opt.password : "");
 }
 
-static void on_update_done(rfbClient *c)
+static int update_rects;
+static bool had_extkey;
+
+static void on_got_rect(rfbClient *c, int x, int y, int w, int h)
 {
 	(void)c;
-	got_update = true;
+	(void)x;
+	(void)y;
+	(void)w;
+	(void)h;
+	if (getenv("VNCSHOT_DEBUG"))
+		fprintf(stderr, "rect %d,%d %dx%d\n", x, y, w, h);
+	if (w > 0 && h > 0)
+		update_rects++;
+}
+
+/*
+ * An update ended.  The server's Extended Key Event offer is an update of
+ * one pseudo-rectangle (QEMU gives it the frame's size, libvncclient
+ * reports it as a rectangle): that one, and updates without pixels, do not
+ * count.
+ */
+static void on_update_done(rfbClient *c)
+{
+	bool extkey = SupportsClient2Server(c, rfbQemuEvent);
+	bool offer_only = update_rects == 1 && extkey && !had_extkey;
+
+	had_extkey = had_extkey || extkey;
+	if (getenv("VNCSHOT_DEBUG"))
+		fprintf(stderr, "update done: %d rects%s\n", update_rects,
+		        offer_only ? " (offer)" : "");
+	if (update_rects > 0 && !offer_only)
+		got_update = true;
+	update_rects = 0;
 }
 
 /* Set host and port from ADDR (HOST:PORT, [IPV6]:PORT or unix:PATH). */
@@ -228,7 +260,14 @@ static void connect_server(void)
 	client->canHandleNewFBSize = TRUE;
 	client->GetPassword = get_password;
 	client->FinishedFrameBufferUpdate = on_update_done;
+	client->GotFrameBufferUpdate = on_got_rect;
 	client->appData.useRemoteCursor = FALSE;
+	/* VNCSHOT_ENCODINGS (libvncclient's -encodings list, e.g. "raw")
+	 * checks one encoding of a server at a time. */
+	/* Lossless: tests compare pixels (tight would use JPEG). */
+	client->appData.enableJPEG = FALSE;
+	if (getenv("VNCSHOT_ENCODINGS"))
+		client->appData.encodingsString = getenv("VNCSHOT_ENCODINGS");
 	set_address(client, opt.addr);
 	if (!rfbInitClient(client, NULL, NULL)) {
 		client = NULL; /* rfbInitClient freed it */
@@ -260,6 +299,16 @@ static void drain(void)
 {
 	while (pump(0))
 		;
+}
+
+/* Before keys: a server that offers the Extended Key Event sends the offer
+ * right after the first update (khyve's) or before it (QEMU's). */
+static void wait_key_offer(void)
+{
+	wait_first_update();
+	drain();
+	for (int i = 0; i < 4 && !had_extkey && !opt.no_extkey; i++)
+		pump(50000);
 }
 
 static long now_ms(void)
@@ -319,16 +368,30 @@ static void write_png(const char *path)
 	}
 }
 
+/* The server offered the Extended Key Event.  Remembered here: libvncclient
+ * forgets it when a SupportedMessages pseudo-rectangle follows. */
 static bool use_extkey(void)
 {
-	return !opt.no_extkey && SupportsClient2Server(client, rfbQemuEvent);
+	return !opt.no_extkey && had_extkey;
+}
+
+/* QEMU Extended Key Event: type 255, submessage 0, down (16 bits), keysym,
+ * keycode (the qnum), big-endian. */
+static bool send_ext_key(uint32_t keysym, uint16_t qnum, bool down)
+{
+	uint8_t m[12] = {255, 0, 0, down ? 1 : 0};
+	for (int i = 0; i < 4; i++) {
+		m[4 + i] = (uint8_t)(keysym >> (24 - 8 * i));
+		m[8 + i] = (uint8_t)((uint32_t)qnum >> (24 - 8 * i));
+	}
+	return WriteToRFBServer(client, (const char *)m, sizeof(m));
 }
 
 static void send_key(uint32_t keysym, uint16_t qnum, bool down)
 {
 	bool ok;
 	if (qnum && use_extkey())
-		ok = SendExtendedKeyEvent(client, keysym, qnum, down);
+		ok = send_ext_key(keysym, qnum, down);
 	else
 		ok = SendKeyEvent(client, keysym, down);
 	if (!ok)
@@ -380,11 +443,11 @@ static void run_action(const struct action *a)
 		write_png(a->arg);
 		break;
 	case ACT_TYPE:
-		wait_first_update(); /* the server's Extended Key Event offer */
+		wait_key_offer();
 		type_text(a->arg);
 		break;
 	case ACT_KEY:
-		wait_first_update();
+		wait_key_offer();
 		press_release(a->keysym);
 		break;
 	case ACT_MOVE:
@@ -402,6 +465,27 @@ static void run_action(const struct action *a)
 	}
 }
 
+/*
+ * Leave so that the server reads everything sent: half-close, then read
+ * (and drop) what it still sends until it closes too.  Closing at once
+ * with its updates unread would reset the connection, and the server
+ * would lose the last keys still queued.
+ */
+static void close_gracefully(void)
+{
+	char buf[4096];
+	long end = now_ms() + 2000;
+
+	shutdown(client->sock, SHUT_WR);
+	while (now_ms() < end) {
+		struct pollfd p = {.fd = client->sock, .events = POLLIN};
+		if (poll(&p, 1, 100) < 0)
+			break;
+		if (p.revents && read(client->sock, buf, sizeof(buf)) <= 0)
+			break;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	parse_args(argc, argv);
@@ -414,6 +498,7 @@ int main(int argc, char **argv)
 	connect_server();
 	for (int i = 0; i < opt.nactions; i++)
 		run_action(&opt.actions[i]);
+	close_gracefully();
 	rfbClientCleanup(client);
 	free(opt.actions);
 	return 0;
