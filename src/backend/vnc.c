@@ -85,6 +85,10 @@ struct vnc_server {
 	void *first_client_arg;
 	bool first_client_done;
 
+	/* vnc_get_stats(): totals of clients gone, and the snapshot. */
+	uint64_t gone_bytes, gone_updates;
+	_Atomic uint64_t stat_bytes, stat_updates, stat_refreshes;
+
 	int port; /* the bound TCP port, 0 for a UNIX socket */
 	char *unix_path;
 	char *passwords[2]; /* NULL-terminated, for rfbCheckPasswordByList */
@@ -303,6 +307,8 @@ static void on_client_gone(rfbClientPtr cl)
 	struct vnc_server *s = server_of(cl);
 	struct vnc_client *c = cl->clientData;
 
+	s->gone_bytes += (uint64_t)rfbStatGetSentBytes(cl);
+	s->gone_updates += (uint64_t)rfbStatGetMessageCountSent(cl, rfbFramebufferUpdate);
 	if (c) {
 		/* Keys it held would repeat in the guest forever. */
 		for (unsigned q = 1; q < 256; q++) {
@@ -370,7 +376,7 @@ static void accept_clients(struct vnc_server *s)
 }
 
 /*
- * After each round: first_client fires when a client has finished the
+ * After each round: the statistics are summed, first_client fires when a client has finished the
  * handshake (ServerInit sent, RFC 6143 7.3.2: libvncserver's client state
  * is then normal), and pending Extended Key Event offers go out.
  */
@@ -378,9 +384,12 @@ static void check_clients(struct vnc_server *s)
 {
 	rfbClientIteratorPtr it = rfbGetClientIterator(s->screen);
 	rfbClientPtr cl;
+	uint64_t bytes = s->gone_bytes, updates = s->gone_updates;
 
 	while ((cl = rfbClientIteratorNext(it)) != NULL) {
 		struct vnc_client *c = cl->clientData;
+		bytes += (uint64_t)rfbStatGetSentBytes(cl);
+		updates += (uint64_t)rfbStatGetMessageCountSent(cl, rfbFramebufferUpdate);
 		if (c == NULL || cl->state != RFB_NORMAL || cl->sock == RFB_INVALID_SOCKET)
 			continue;
 		if (c->offer_pending && !cl->enableSupportedMessages) {
@@ -397,6 +406,8 @@ static void check_clients(struct vnc_server *s)
 		}
 	}
 	rfbReleaseClientIterator(it);
+	atomic_store(&s->stat_bytes, bytes);
+	atomic_store(&s->stat_updates, updates);
 }
 
 /* ---- the frame ---- */
@@ -475,6 +486,8 @@ static void refresh(struct vnc_server *s)
 		full = true;
 	}
 	s->need_full = false;
+	if (full || f.nrects > 0)
+		atomic_fetch_add(&s->stat_refreshes, 1);
 	if (full) {
 		copy_rect(s, &f, 0, 0, f.width, f.height);
 		return;
@@ -769,6 +782,13 @@ struct vnc_server *vnc_start(const struct vnc_config *c, char *err, size_t errle
 int vnc_port(const struct vnc_server *s)
 {
 	return s->port;
+}
+
+void vnc_get_stats(struct vnc_server *s, struct vnc_stats *st)
+{
+	st->bytes_sent = atomic_load(&s->stat_bytes);
+	st->updates_sent = atomic_load(&s->stat_updates);
+	st->changed_refreshes = atomic_load(&s->stat_refreshes);
 }
 
 void vnc_stop(struct vnc_server *s)

@@ -38,6 +38,19 @@ struct vnc_server *vnc_start(const struct vnc_config *c, char *err, size_t errle
  * for port 0), or 0 on a UNIX socket. */
 int vnc_port(const struct vnc_server *s);
 
+/* What the server has sent since it started, over all clients (for the
+ * benchmark, bench/vnc): update bytes as libvncserver counts them, framebuffer
+ * update messages, and refreshes that found the frame changed. */
+struct vnc_stats {
+	uint64_t bytes_sent;
+	uint64_t updates_sent;
+	uint64_t changed_refreshes;
+};
+
+/* A snapshot of the counters; any thread.  Updated by the VNC thread about
+ * 30 times a second. */
+void vnc_get_stats(struct vnc_server *s, struct vnc_stats *st);
+
 /* Stop the thread, close every client and the listening socket. */
 void vnc_stop(struct vnc_server *s);
 

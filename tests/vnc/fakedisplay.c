@@ -8,10 +8,12 @@
  *                   [--size WxH]
  *
  * stdout, one line each, flushed: "ready PORT" once listening, "first-client",
- * "key down|up 0xQQ", "ptr BUTTONS X Y WIDTH HEIGHT", "refresh-stats N"
- * (on "stats").  stdin takes commands, one a line: "size W H" (a new frame
- * size, pattern redrawn), "line Y" (one text-like line of 16 rows changes),
- * "full" (every pixel changes), "stats", "quit".  A start-up error prints
+ * "key down|up 0xQQ", "ptr BUTTONS X Y WIDTH HEIGHT", and on "stats"
+ * "stats refreshes=N changed=N updates=N bytes=N cpu_ms=N" (vnc_get_stats()
+ * and this process's CPU time).  stdin takes commands, one a line: "size W H"
+ * (a new frame size, pattern redrawn), "line Y" (one text-like line of 16
+ * rows changes), "full" (every pixel changes), "animate 1|0" (every refresh
+ * changes every pixel), "stats", "quit".  A start-up error prints
  * vnc_start()'s line on stderr and exits 4.
  *
  * The pattern, for generation g (0 at start, +1 on each "full"):
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct fake {
 	pthread_mutex_t lock;
@@ -33,7 +36,8 @@ struct fake {
 	/* Pending changes, applied on the next refresh. */
 	uint32_t want_w, want_h;
 	unsigned gen, want_gen;
-	int line_y; /* -1: none */
+	int line_y;   /* -1: none */
+	bool animate; /* every refresh changes every pixel (bench/vnc) */
 	unsigned line_count;
 	unsigned long refreshes;
 };
@@ -75,6 +79,8 @@ static void on_refresh(void *arg, struct console_frame *fr)
 
 	pthread_mutex_lock(&f->lock);
 	f->refreshes++;
+	if (f->animate)
+		f->want_gen++;
 	if (f->want_w != f->width || f->want_h != f->height || f->want_gen != f->gen) {
 		uint32_t *p = realloc(f->pixels, (size_t)f->want_w * f->want_h * 4);
 		if (p) {
@@ -125,6 +131,23 @@ static void usage(void)
 	exit(2);
 }
 
+static struct vnc_server *server;
+
+/* One line: the server's counters and this process's CPU time. */
+static void print_stats(void)
+{
+	struct vnc_stats st;
+	struct timespec cpu;
+
+	vnc_get_stats(server, &st);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+	printf("stats refreshes=%lu changed=%llu updates=%llu bytes=%llu cpu_ms=%lld\n",
+	       fake.refreshes, (unsigned long long)st.changed_refreshes,
+	       (unsigned long long)st.updates_sent, (unsigned long long)st.bytes_sent,
+	       (long long)cpu.tv_sec * 1000 + cpu.tv_nsec / 1000000);
+	fflush(stdout);
+}
+
 static void run_commands(void)
 {
 	char line[128];
@@ -140,9 +163,10 @@ static void run_commands(void)
 			fake.line_y = (int)a;
 		} else if (strncmp(line, "full", 4) == 0) {
 			fake.want_gen++;
+		} else if (sscanf(line, "animate %u", &a) == 1) {
+			fake.animate = a != 0;
 		} else if (strncmp(line, "stats", 5) == 0) {
-			printf("refresh-stats %lu\n", fake.refreshes);
-			fflush(stdout);
+			print_stats();
 		} else if (strncmp(line, "quit", 4) == 0) {
 			pthread_mutex_unlock(&fake.lock);
 			return;
@@ -187,7 +211,7 @@ int main(int argc, char **argv)
 	console_register_ptr(on_ptr, NULL);
 	if (wait)
 		c.first_client = on_first_client;
-	struct vnc_server *s = vnc_start(&c, err, sizeof(err));
+	struct vnc_server *s = server = vnc_start(&c, err, sizeof(err));
 	if (s == NULL) {
 		fprintf(stderr, "%s\n", err);
 		return 4;
