@@ -49,6 +49,7 @@
  * for reads and writes alike). */
 #define VNC_CLIENT_WAIT_MS 5000
 #define VNC_MAX_DIM        8192 /* larger frames from a display are ignored */
+#define VNC_MAX_CLIENTS    32   /* more connections at once are refused */
 #define VNC_PASSWORD_MAX   8    /* VNC authentication uses 8 DES key bytes */
 
 /* QEMU Extended Key Event (RFB community spec, "QEMU Extended Key Event
@@ -361,9 +362,10 @@ static void accept_clients(struct vnc_server *s)
 				                strerror(errno));
 			return;
 		}
-		if (fd >= FD_SETSIZE) { /* libvncserver select()s */
-			log_ratelimited(&vnc_rl, LOG_WARN,
-			                "vnc: too many open files: client refused");
+		/* libvncserver select()s; each client costs this thread a
+		 * little time. */
+		if (fd >= FD_SETSIZE || s->nclients >= VNC_MAX_CLIENTS) {
+			log_ratelimited(&vnc_rl, LOG_WARN, "vnc: too many clients: one refused");
 			close(fd);
 			continue;
 		}
