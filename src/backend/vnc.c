@@ -282,6 +282,9 @@ static rfbBool ext_message(rfbClientPtr cl, void *data, const rfbClientToServerM
 	bool down = buf[1] || buf[2];
 	uint32_t keysym = get_be32(buf + 3), keycode = get_be32(buf + 7);
 	struct vnc_server *s = server_of(cl);
+	/* The spec's form is the qnum (0x80 for E0); take E0 0xNN too. */
+	if ((keycode >> 8) == 0xe0 && (keycode & 0xff) < 0x80)
+		keycode = 0x80 | (keycode & 0x7f);
 	if (keycode == 0 || keycode > 0xff)
 		keysym_event(s, cl->clientData, down, keysym); /* no scancode: map it */
 	else
