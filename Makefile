@@ -67,7 +67,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests vnc-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -135,6 +135,7 @@ $(BUILD)/san/tests/vnc-fakedisplay: tests/vnc/fakedisplay.c $(CORE_SAN_OBJ)
 	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -O1 -MF $(BUILD)/san/obj/tests/$(notdir $@).d \
 		-o $@ $< $(CORE_SAN_OBJ) $(LIBS) $(LDFLAGS)
 
+.PHONY: vnc-tests
 vnc-tests: $(BUILD)/tests/vncshot $(BUILD)/tests/vnc-fakedisplay $(BUILD)/san/tests/vnc-fakedisplay
 	@tests/vnc/run $(BUILD)/tests/vncshot $(BUILD)/tests/vnc-fakedisplay
 	@tests/vnc/run $(BUILD)/tests/vncshot $(BUILD)/san/tests/vnc-fakedisplay
@@ -214,10 +215,11 @@ fuzz-smoke: $(FUZZ_BIN)
 
 # ---- the test suite ----
 check-deps:
-	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev acpica-tools \
+	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev \
+		libvncserver-dev libpng-dev python3 acpica-tools \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
-		ovmf grub-efi-amd64-bin libvncserver-dev libpng-dev tesseract-ocr python3 ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
+		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
 		libattr1-dev libfdt-dev groff-base man-db mandoc
 
 # The man pages render without broken words or warnings; make on a machine
