@@ -5,7 +5,10 @@
  * authentication or protocol failure or the timeout, or 2 on bad usage.
  * Keys go as RFB KeyEvents (RFC 6143 7.5.4) or, when the server offers it,
  * as QEMU Extended Key Events with the US-layout scancode (lib/keymap.h).
- * The interface is /work/wt/prompts/vncshot.md's, used by tests and the lab.
+ * The interface is the project's (tests, the lab, bench) and only grows:
+ * --no-extkey sends plain KeyEvents even to a server offering the extension;
+ * VNCSHOT_ENCODINGS (libvncclient's encoding list, e.g. "raw") and
+ * VNCSHOT_DEBUG=1 (each update on stderr) are for benchmarks and debugging.
  */
 #include "lib/keymap.h"
 
