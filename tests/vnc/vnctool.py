@@ -198,17 +198,32 @@ def websocket(host, port):
               if l.lower().startswith("sec-websocket-accept:")]
     if accept != [want]:
         fail("Sec-WebSocket-Accept %r, want %r" % (accept, want))
-    # The first frame carries the server's RFB version.
-    while len(rest) < 2:
-        rest += s.recv(4096)
-    opcode, length = rest[0] & 0x0F, rest[1] & 0x7F
-    while len(rest) < 2 + length:
-        rest += s.recv(4096)
-    payload = rest[2:2 + length]
-    if opcode == 1:
-        payload = base64.b64decode(payload)
-    if not payload.startswith(b"RFB 003.00"):
-        fail("first WebSocket frame %r is not the RFB version" % payload)
+    buf = [rest]
+
+    def read_frame():
+        data = buf[0]
+        while len(data) < 2:
+            data += s.recv(4096)
+        opcode, length = data[0] & 0x0F, data[1] & 0x7F
+        while len(data) < 2 + length:
+            data += s.recv(4096)
+        payload, buf[0] = data[2:2 + length], data[2 + length:]
+        return base64.b64decode(payload) if opcode == 1 else payload
+
+    def send_frame(payload):
+        mask = os.urandom(4)
+        body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        s.sendall(bytes([0x82, 0x80 | len(payload)]) + mask + body)
+
+    # The server's RFB version, then our version and the security types:
+    # RFB flows both ways through the frames (as noVNC speaks it).
+    version = read_frame()
+    if not version.startswith(b"RFB 003.00"):
+        fail("first WebSocket frame %r is not the RFB version" % version)
+    send_frame(b"RFB 003.008\n")
+    types = read_frame()
+    if len(types) < 2 or types[0] == 0 or 1 not in types[1:1 + types[0]]:
+        fail("security types over WebSocket: %r" % types)
 
 
 def main(argv):
