@@ -178,7 +178,8 @@ static void edid_detailed_timing(uint8_t *d, uint32_t w, uint32_t h)
 static void edid_descriptor(uint8_t *d, uint8_t tag, const uint8_t *body, size_t n)
 {
 	d[3] = tag;
-	memcpy(d + 5, body, n);
+	if (n > 0)
+		memcpy(d + 5, body, n);
 }
 
 void fbuf_build_edid(uint8_t e[FBUF_EDID_SIZE], uint32_t w, uint32_t h)
@@ -481,7 +482,10 @@ static void fbuf_bar_moved(struct pci_func *f, int bar)
 	if (b->mapped) {
 		fb->slot_on = vm_ram_window_set(&fb->m->vm, fb->slot, b->addr, FBUF_VRAM_SIZE,
 		                                fb->vram, true) == 0;
-		if (!fb->slot_on)
+		if (fb->slot_on)
+			log_debug("fbuf: framebuffer at 0x%llx served by KVM",
+			          (unsigned long long)b->addr);
+		else
 			log_ratelimited(&fbuf_rl, LOG_DEBUG,
 			                "fbuf: framebuffer at 0x%llx not mapped by KVM (%s)",
 			                (unsigned long long)b->addr, strerror(errno));
@@ -1031,9 +1035,10 @@ PCI_DEVEMU(fbuf) = {
              "                   (default 1024x768)\n"
              "  vga=on|io|off    legacy VGA: memory and ports (default), ports only, or\n"
              "                   none (class 0380, QEMU's bochs-display, for UEFI)\n"
+             "                   VGA BIOS: /usr/share/seabios/vgabios-stdvga.bin (vga=off:\n"
+             "                   vgabios-bochs-display.bin), unless rom= names one\n"
              "  password=PW      VNC password, at most 8 characters\n"
              "  wait             start the vCPUs when the first VNC client connects\n"
-             "  rom=PATH         VGA BIOS (default /usr/share/seabios/vgabios-stdvga.bin)\n"
              "  vnc=off          no VNC server (tests)\n",
     .legacy_config = fbuf_legacy_config,
     .init = fbuf_init,
