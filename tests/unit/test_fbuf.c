@@ -16,6 +16,8 @@
 #include "bus/pci.h"
 #include "core/iobus.h"
 #include "core/machine.h"
+#include "boot/acpi.h"
+#include "boot/linux.h"
 #include "dev/fbuf.h"
 #include "lib/config.h"
 
@@ -410,6 +412,57 @@ static void test_option_refusal(void **state)
 	}
 }
 
+/* The FADT's IAPC_BOOT_ARCH bit 2 "VGA Not Present" (ACPI 6.4 table 5.11)
+ * follows acpi_config.legacy_vga; the DSDT describes the function. */
+static void test_acpi(void **state)
+{
+	static struct acpi_config cfg;
+	uint8_t *buf = malloc(ACPI_TABLES_SIZE);
+	const uint8_t *fadt;
+	size_t len;
+
+	(void)state;
+	assert_non_null(buf);
+	for (int vga = 0; vga <= 1; vga++) {
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.ncpus = 1;
+		cfg.ecam_base = PCI_ECAM_GPA;
+		cfg.ecam_size = PCI_ECAM_SIZE;
+		cfg.mmio32_base = PCI_MMIO32_BASE;
+		cfg.mmio32_end = PCI_MMIO32_END;
+		cfg.io_base = PCI_IO_BASE;
+		cfg.io_end = 0xffff;
+		cfg.pci_dsdt = pci_write_dsdt;
+		cfg.legacy_vga = vga;
+		len = acpi_build(buf, ACPI_TABLES_SIZE, ACPI_TABLES_GPA, &cfg);
+		assert_true(len > 0);
+		fadt = memmem(buf, len, "FACP", 4);
+		assert_non_null(fadt);
+		assert_int_equal((fadt[109] >> 2) & 1, vga ? 0 : 1);
+		assert_non_null(memmem(buf, len, "GFX0", 4));
+	}
+	free(buf);
+	/* vga=off made neither flag */
+	assert_false(fbuf_legacy_vga());
+	assert_false(fbuf_vga_text());
+}
+
+/* screen_info for 80x25 colour text, as Linux's vgacon reads it. */
+static void test_screen_info(void **state)
+{
+	uint8_t zp[4096] = {0};
+
+	(void)state;
+	linux_zp_vga_text(zp);
+	assert_int_equal(zp[0x06], 3);                  /* orig_video_mode */
+	assert_int_equal(zp[0x07], 80);                 /* orig_video_cols */
+	assert_int_equal(zp[0x0e], 25);                 /* orig_video_lines */
+	assert_int_equal(zp[0x0f], 0x22);               /* VIDEO_TYPE_VGAC */
+	assert_int_equal(zp[0x10] | zp[0x11] << 8, 16); /* orig_video_points */
+	assert_int_equal(zp[0x0a], 3);                  /* ega_bx: colour, not CGA (0x10) */
+	assert_int_equal(zp[0x01], 0);                  /* orig_y */
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_teardown(fn, teardown)
@@ -425,6 +478,8 @@ int main(void)
 	    cmocka_unit_test(test_dirty_rects),
 	    cmocka_unit_test(test_convert),
 	    cmocka_unit_test(test_option_refusal),
+	    cmocka_unit_test(test_acpi),
+	    cmocka_unit_test(test_screen_info),
 	};
 #undef T
 
