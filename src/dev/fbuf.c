@@ -739,10 +739,11 @@ static int check_keys(struct config_node *node, char *err, size_t errlen)
 	return 0;
 }
 
-/* A host name: letters, digits, '.', '-' (no literal, no spaces). */
+/* A host name: letters, digits, '.', '-', not all digits and dots (that
+ * would be a malformed IPv4 literal). */
 static bool host_name_valid(const char *s)
 {
-	if (*s == '\0' || strlen(s) > 253)
+	if (*s == '\0' || strlen(s) > 253 || strspn(s, "0123456789.") == strlen(s))
 		return false;
 	for (; *s; s++)
 		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
@@ -778,7 +779,9 @@ static int parse_tcp(const char *s, struct fbuf_opts *o, char *err, size_t errle
 			*close = '\0';
 			port = close + 1;
 		}
-		if (inet_pton(AF_INET, host, addr) != 1 && !host_name_valid(host))
+		if (*host == '\0')
+			host = "127.0.0.1"; /* ":PORT" */
+		else if (inet_pton(AF_INET, host, addr) != 1 && !host_name_valid(host))
 			goto bad;
 	}
 	if (port != NULL && parse_uint(port, 1, 65535, &p) < 0)
@@ -862,6 +865,10 @@ static int parse_opts(struct config_node *node, struct fbuf_opts *o, char *err, 
 	if (config_node_get_bool(node, "wait", false, &o->wait) < 0 ||
 	    config_node_get_bool(node, "vnc", true, &o->vnc) < 0) {
 		snprintf(err, errlen, "bad wait or vnc value (want true or false)");
+		return -1;
+	}
+	if (o->wait && !o->vnc) {
+		snprintf(err, errlen, "wait needs the VNC server (not vnc=off)");
 		return -1;
 	}
 	return 0;

@@ -399,8 +399,12 @@ static void test_option_refusal(void **state)
 	    {"tcp=[::1]x", "bad address"},
 	    {"tcp=[zz::1]:5900", "bad address"},
 	    {"rfb=bad host:1", "bad address"},
+	    {"tcp=5900", "bad address"},
+	    {"tcp=1.2.3:5900", "bad address"},
 	    {"tcp=1.2.3.4:5900,unix=/tmp/s", "exclude"},
 	    {"wait=perhaps", "bad wait"},
+	    {"wait,vnc=off", "wait needs the VNC server"},
+	    {"unix=", "bad unix="},
 	};
 	char err[256];
 
