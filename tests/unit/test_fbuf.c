@@ -20,6 +20,9 @@
 #include "boot/linux.h"
 #include "dev/fbuf.h"
 #include "lib/config.h"
+#include "vmm/kvm.h"
+
+#include <sys/mman.h>
 
 #define SLOT       29
 #define DISPI(i)   (0x500 + 2 * (i))
@@ -467,6 +470,53 @@ static void test_screen_info(void **state)
 	assert_int_equal(zp[0x01], 0);                  /* orig_y */
 }
 
+/* vmm/kvm.c's pieces for fbuf on this host's KVM (skipped without one):
+ * a dirty-logged RAM window that can be switched on, moved and off, and
+ * the legacy VGA hole in low RAM. */
+static void test_kvm_windows(void **state)
+{
+	struct cpu_topology topo = {.sockets = 1, .cores = 1, .threads = 1};
+	static uint64_t bitmap[FBUF_VRAM_SIZE / FBUF_PAGE / 64];
+	char err[256];
+	struct vm vm;
+	void *mem;
+	int slot;
+
+	(void)state;
+	if (!kvm_available())
+		skip();
+	assert_int_equal(vm_create(&vm, 64ull << 20, &topo, err, sizeof(err)), 0);
+	mem =
+	    mmap(NULL, FBUF_VRAM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(mem != MAP_FAILED);
+	slot = vm_ram_window_add(&vm);
+	assert_true(slot >= 0);
+	assert_int_equal(vm_ram_window_dirty(&vm, slot, bitmap), -1); /* off */
+	assert_int_equal(vm_ram_window_set(&vm, slot, 0xc0000000, FBUF_VRAM_SIZE, mem, true), 0);
+	memset(bitmap, 0xff, sizeof(bitmap));
+	assert_int_equal(vm_ram_window_dirty(&vm, slot, bitmap), 0);
+	for (size_t i = 0; i < ARRAY_LEN(bitmap); i++)
+		assert_int_equal(bitmap[i], 0); /* no guest ran */
+	assert_int_equal(vm_ram_window_set(&vm, slot, 0, FBUF_VRAM_SIZE, mem, false), 0);
+	assert_int_equal(vm_ram_window_set(&vm, slot, 0xd0000000, FBUF_VRAM_SIZE, mem, true), 0);
+	/* over RAM: KVM refuses the overlap */
+	assert_int_equal(vm_ram_window_set(&vm, slot, 0, FBUF_VRAM_SIZE, mem, false), 0);
+	assert_int_equal(vm_ram_window_set(&vm, slot, 0x100000, FBUF_VRAM_SIZE, mem, true), -1);
+	/* the VGA hole */
+	assert_non_null(gmem_ptr(&vm.mem, 0xa0000, 1, true));
+	assert_int_equal(vm_ram_hole(&vm, 0xa0000, 0x20000), 0);
+	assert_null(gmem_ptr(&vm.mem, 0xa0000, 1, false));
+	assert_null(gmem_ptr(&vm.mem, 0xbffff, 1, false));
+	assert_null(gmem_ptr(&vm.mem, 0x9f000, 0x2000, false));
+	assert_non_null(gmem_ptr(&vm.mem, 0x9f000, 0x1000, true));
+	assert_non_null(gmem_ptr(&vm.mem, 0xc0000, 0x1000, true));
+	assert_non_null(gmem_ptr(&vm.mem, 0x100000, 0x1000, true));
+	assert_int_equal(vm_ram_hole(&vm, 0xa0000, 0x20000), -1); /* not RAM any more */
+	assert_int_equal(vm_ram_hole(&vm, 0xa0100, 0x1000), -1);
+	munmap(mem, FBUF_VRAM_SIZE);
+	vm_destroy(&vm);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_teardown(fn, teardown)
@@ -484,6 +534,7 @@ int main(void)
 	    cmocka_unit_test(test_option_refusal),
 	    cmocka_unit_test(test_acpi),
 	    cmocka_unit_test(test_screen_info),
+	    cmocka_unit_test(test_kvm_windows),
 	};
 #undef T
 
