@@ -21,6 +21,7 @@
 #include "dev/fbuf.h"
 #include "lib/config.h"
 #include "vmm/kvm.h"
+#include "vmm/vcpu.h"
 
 #include <sys/mman.h>
 
@@ -517,6 +518,61 @@ static void test_kvm_windows(void **state)
 	vm_destroy(&vm);
 }
 
+/* A guest write into the window shows in the dirty log, and only that page:
+ * a flat 32-bit guest stores to page 2 of the window, then exits by OUT. */
+static void test_kvm_dirty_log(void **state)
+{
+	static const uint64_t gdt[4] = {0, 0x00cf9b000000ffffull, 0x00cf93000000ffffull,
+	                                0x00008b0000000067ull};
+	static const uint8_t code[] = {
+	    0xc7, 0x05, 0x00, 0x20, 0x00,
+	    0xc0, 0x78, 0x56, 0x34, 0x12, /* movl $0x12345678, 0xc0002000 */
+	    0xe6, 0x80,                   /* outb %al, $0x80 */
+	};
+	struct boot_cpu_state st = {.mode = BOOT_FLAT32,
+	                            .rip = 0x8000,
+	                            .rsp = 0x7000,
+	                            .gdt_base = 0x5000,
+	                            .gdt_limit = sizeof(gdt) - 1,
+	                            .cs = 0x08,
+	                            .ds = 0x10,
+	                            .tr = 0x18};
+	struct cpu_topology topo = {.sockets = 1, .cores = 1, .threads = 1};
+	static uint64_t bitmap[FBUF_VRAM_SIZE / FBUF_PAGE / 64];
+	char err[256];
+	struct vm vm;
+	uint32_t *mem;
+	int slot;
+
+	(void)state;
+	if (!kvm_available())
+		skip();
+	assert_int_equal(vm_create(&vm, 16ull << 20, &topo, err, sizeof(err)), 0);
+	assert_int_equal(vm_create_vcpus(&vm, err, sizeof(err)), 0);
+	assert_int_equal(gmem_write(&vm.mem, 0x5000, gdt, sizeof(gdt)), 0);
+	assert_int_equal(gmem_write(&vm.mem, 0x8000, code, sizeof(code)), 0);
+	mem =
+	    mmap(NULL, FBUF_VRAM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(mem != MAP_FAILED);
+	slot = vm_ram_window_add(&vm);
+	assert_int_equal(vm_ram_window_set(&vm, slot, 0xc0000000, FBUF_VRAM_SIZE, mem, true), 0);
+	assert_int_equal(vm_ram_window_dirty(&vm, slot, bitmap), 0);
+	assert_int_equal(vcpu_set_boot_state(vm.vcpus[0], &st), 0);
+	for (int i = 0; i < 10 && vcpu_run(vm.vcpus[0]) == 0; i++)
+		if (vm.vcpus[0]->run->exit_reason == KVM_EXIT_IO)
+			break;
+	assert_int_equal(vm.vcpus[0]->run->exit_reason, KVM_EXIT_IO);
+	assert_int_equal(mem[0x2000 / 4], 0x12345678); /* no exit: straight to memory */
+	assert_int_equal(vm_ram_window_dirty(&vm, slot, bitmap), 0);
+	assert_int_equal(bitmap[0], 1ull << 2);
+	for (size_t i = 1; i < ARRAY_LEN(bitmap); i++)
+		assert_int_equal(bitmap[i], 0);
+	assert_int_equal(vm_ram_window_dirty(&vm, slot, bitmap), 0);
+	assert_int_equal(bitmap[0], 0); /* fetching cleared it */
+	munmap(mem, FBUF_VRAM_SIZE);
+	vm_destroy(&vm);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_teardown(fn, teardown)
@@ -535,6 +591,7 @@ int main(void)
 	    cmocka_unit_test(test_acpi),
 	    cmocka_unit_test(test_screen_info),
 	    cmocka_unit_test(test_kvm_windows),
+	    cmocka_unit_test(test_kvm_dirty_log),
 	};
 #undef T
 
