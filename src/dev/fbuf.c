@@ -1024,7 +1024,12 @@ static int fbuf_init(struct machine *m, struct pci_func *f, struct config_node *
  * extensions; only its address, so the OS ties it to the PCI function). */
 static void fbuf_write_dsdt(struct pci_func *f, struct aml *a)
 {
-	size_t dev = aml_device(a, "GFX0");
+	char name[8];
+	size_t dev;
+
+	/* GFxx after the device and function number, so several fbufs differ. */
+	snprintf(name, sizeof(name), "GF%02X", (unsigned)((f->slot << 3) | f->func) & 0xff);
+	dev = aml_device(a, name);
 
 	aml_name_decl(a, "_ADR");
 	aml_integer(a, (uint64_t)f->slot << 16 | f->func);
