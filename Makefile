@@ -12,12 +12,12 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CPPFLAGS := -D_GNU_SOURCE -Isrc
 CFLAGS   := -std=gnu11 $(WARN) $(OPT) -pthread -MMD -MP
 LDFLAGS  := -pthread
-LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd 2>/dev/null || echo -luring -lmd)
+LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd zlib 2>/dev/null || echo -luring -lmd -lz)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 # A fresh machine lacks the libraries: stop with what to install rather than
 # on a missing liburing.h.  check, demo and check-deps install them first.
-BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev
+BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev zlib:zlib1g-dev
 ifneq ($(filter unit,$(MAKECMDGOALS)),)
 BUILD_PKGS += cmocka:libcmocka-dev
 endif
@@ -189,6 +189,7 @@ fuzz-smoke: $(FUZZ_BIN)
 # ---- the test suite ----
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev acpica-tools \
+		zlib1g-dev console-setup-linux \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
