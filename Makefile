@@ -12,14 +12,14 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CPPFLAGS := -D_GNU_SOURCE -Isrc
 CFLAGS   := -std=gnu11 $(WARN) $(OPT) -pthread -MMD -MP
 LDFLAGS  := -pthread
-LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd libvncserver 2>/dev/null || \
-              echo -luring -lmd -lvncserver)
+LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd libvncserver zlib 2>/dev/null || \
+              echo -luring -lmd -lvncserver -lz)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 # A fresh machine lacks the libraries: stop with what to install rather than
 # on a missing liburing.h.  check, demo and check-deps install them first.
 BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev libvncserver:libvncserver-dev \
-              libpng:libpng-dev
+              libpng:libpng-dev zlib:zlib1g-dev
 ifneq ($(filter unit,$(MAKECMDGOALS)),)
 BUILD_PKGS += cmocka:libcmocka-dev
 endif
@@ -232,7 +232,7 @@ fuzz-smoke: $(FUZZ_BIN)
 # ---- the test suite ----
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev \
-		libvncserver-dev libpng-dev python3 acpica-tools \
+		libvncserver-dev libpng-dev python3 acpica-tools zlib1g-dev console-setup-linux \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
