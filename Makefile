@@ -190,6 +190,7 @@ $(BUILD)/bench/guests/fb-%.img: bench/guests/fbbench.S bench/guests/boot.ld
 	$(call say,GUEST,$@)$(CC) -c -nostdlib $(call fb_bench_defs,$*) -o $(@:.img=.o) $<
 	$(Q)ld -m elf_x86_64 -T bench/guests/boot.ld -o $(@:.img=.elf) $(@:.img=.o)
 	$(Q)objcopy -O binary $(@:.img=.elf) $@
+	$(Q)truncate -s 1M $@ # a disk SeaBIOS reads, not one lone sector
 
 $(BUILD)/bin/vncbench: bench/vncbench.c
 	@mkdir -p $(@D)

@@ -2,18 +2,18 @@
  * The client half of bench/vnc: connect to a VNC server over TCP, keep
  * asking for incremental updates for SECONDS and report what arrived:
  *
- *   vncbench HOST PORT SECONDS [PID]
+ *   vncbench HOST PORT SECONDS [PID [WxH]]
  *   → "updates U frames F changes C bytes B seconds S [cpu T]"
  *
- * An update is one FramebufferUpdate; a frame one that covered at least
- * 90% of the screen (the full-screen fill); a change one that covered
- * anything.  Bytes are what the socket received after the first full
- * update (TCP_INFO's tcpi_bytes_received), so the handshake and the first
- * picture are not counted.  The same client measures every server, so the
- * encodings (libvncclient's default list: tight, zrle, ...) are the same.
- * With PID, T is the CPU seconds the VMM process PID spent in the window
- * outside its vCPU threads (named "vcpu N" in khyve, "CPU N/KVM" in QEMU):
- * the display and VNC path, not the guest drawing.
+ * An update is one FramebufferUpdate, a change one that covered anything;
+ * frames are the area all updates covered, in screens (a guest whose fill
+ * is slower than the server's refresh is sent as partial updates, so
+ * counting whole-screen updates would measure the guest).  Bytes are what the socket received after
+ * the first full update (TCP_INFO's tcpi_bytes_received), so the handshake and the first picture
+ * are not counted.  The same client measures every server, so the encodings (libvncclient's default
+ * list: tight, zrle, ...) are the same. With PID, T is the CPU seconds the VMM process PID spent in
+ * the window outside its vCPU threads (named "vcpu N" in khyve, "CPU N/KVM" in QEMU): the display
+ * and VNC path, not the guest drawing.
  */
 #include <netinet/in.h>
 #include <linux/tcp.h> /* tcpi_bytes_received, which glibc's tcp_info lacks */
@@ -30,13 +30,14 @@
 struct tally {
 	uint64_t area;    /* pixels in the update being received */
 	unsigned updates; /* FramebufferUpdates after the first full one */
-	unsigned frames;  /* of which covered >= 90% of the screen */
+	uint64_t covered; /* pixels all of them covered */
 	unsigned changes; /* of which covered anything */
 	int started;      /* the first full picture has arrived */
 	uint64_t bytes_at_start;
 };
 
 static struct tally tally;
+static int want_w, want_h; /* 0: any size */
 
 static uint64_t bytes_received(rfbClient *c)
 {
@@ -62,7 +63,8 @@ static void on_update_done(rfbClient *c)
 	uint64_t screen = (uint64_t)c->width * (uint64_t)c->height;
 
 	if (!tally.started) {
-		if (tally.area * 10 >= screen * 9) {
+		if (tally.area * 10 >= screen * 9 && (want_w == 0 || c->width == want_w) &&
+		    (want_h == 0 || c->height == want_h)) {
 			tally.started = 1;
 			tally.bytes_at_start = bytes_received(c);
 		}
@@ -70,8 +72,7 @@ static void on_update_done(rfbClient *c)
 		tally.updates++;
 		if (tally.area > 0)
 			tally.changes++;
-		if (tally.area * 10 >= screen * 9)
-			tally.frames++;
+		tally.covered += tally.area;
 	}
 	tally.area = 0;
 }
@@ -136,10 +137,11 @@ int main(int argc, char **argv)
 {
 	rfbClient *c;
 	double seconds, t0, t, cpu0 = 0;
-	int pid = argc == 5 ? atoi(argv[4]) : 0;
+	int pid = argc >= 5 ? atoi(argv[4]) : 0;
 
-	if (argc != 4 && argc != 5) {
-		fprintf(stderr, "usage: vncbench HOST PORT SECONDS [PID]\n");
+	if (argc < 4 || argc > 6 ||
+	    (argc == 6 && sscanf(argv[5], "%dx%d", &want_w, &want_h) != 2)) {
+		fprintf(stderr, "usage: vncbench HOST PORT SECONDS [PID [WxH]]\n");
 		return 2;
 	}
 	seconds = atof(argv[3]);
@@ -168,8 +170,8 @@ int main(int argc, char **argv)
 	while ((t = now_s()) - t0 < seconds)
 		if (WaitForMessage(c, 50000) > 0 && !HandleRFBServerMessage(c))
 			return 1;
-	printf("updates %u frames %u changes %u bytes %llu seconds %.2f", tally.updates,
-	       tally.frames, tally.changes,
+	printf("updates %u frames %.1f changes %u bytes %llu seconds %.2f", tally.updates,
+	       (double)tally.covered / ((double)c->width * c->height), tally.changes,
 	       (unsigned long long)(bytes_received(c) - tally.bytes_at_start), t - t0);
 	if (pid > 0)
 		printf(" cpu %.2f", vmm_cpu_s(pid) - cpu0);
