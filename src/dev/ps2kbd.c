@@ -35,6 +35,8 @@
 #define QNUM_EXT          0x80 /* qnum bit: the key has an E0 prefix */
 #define QNUM_PAUSE        0xc6
 #define QNUM_PRINT        0xb7
+#define QNUM_LCTRL        0x1d
+#define QNUM_RCTRL        0x9d
 
 #define TYPEMATIC_DEFAULT 0x2b /* 10.9 characters/s after 500 ms */
 
@@ -48,6 +50,7 @@ struct ps2kbd {
 	bool scanning;
 	uint8_t leds;
 	uint8_t typematic;
+	uint8_t ctrl_down; /* bit 0 left, bit 1 right Ctrl: Pause becomes Break */
 };
 
 /*
@@ -60,7 +63,7 @@ static const uint8_t set2_of_set1[128] = {
     0x23, 0x2b, 0x34, 0x33, 0x3b, 0x42, 0x4b, 0x4c, 0x52, 0x0e, 0x12, 0x5d, 0x1a, 0x22, 0x21, 0x2a,
     0x32, 0x31, 0x3a, 0x41, 0x49, 0x4a, 0x59, 0x7c, 0x11, 0x29, 0x58, 0x05, 0x06, 0x04, 0x0c, 0x03,
     0x0b, 0x83, 0x0a, 0x01, 0x09, 0x77, 0x7e, 0x6c, 0x75, 0x7d, 0x7b, 0x6b, 0x73, 0x74, 0x79, 0x69,
-    0x72, 0x7a, 0x70, 0x71, 0x7f, 0x60, 0x61, 0x78, 0x07, 0x0f, 0x17, 0x1f, 0x27, 0x2f, 0x37, 0x3f,
+    0x72, 0x7a, 0x70, 0x71, 0x84, 0x60, 0x61, 0x78, 0x07, 0x0f, 0x17, 0x1f, 0x27, 0x2f, 0x37, 0x3f,
     0x47, 0x4f, 0x56, 0x5e, 0x08, 0x10, 0x18, 0x20, 0x28, 0x30, 0x38, 0x40, 0x48, 0x50, 0x57, 0x6f,
     0x13, 0x19, 0x39, 0x51, 0x53, 0x5c, 0x5f, 0x62, 0x63, 0x64, 0x65, 0x67, 0x68, 0x6a, 0x6d, 0x6e,
 };
@@ -71,6 +74,8 @@ uint8_t ps2_translate(uint8_t set2)
 		return 0xff; /* overrun */
 	if (set2 == 0x02 || set2 == 0x83)
 		return 0x41; /* F7: both codes the 8042 knows */
+	if (set2 == 0x7f || set2 == 0x84)
+		return 0x54; /* SysRq (Alt+Print Screen), likewise */
 	if (set2 >= 0x80)
 		return set2; /* replies and prefixes pass unchanged */
 	for (unsigned i = 1; i < 128; i++)
@@ -232,6 +237,8 @@ static unsigned encode_key(const struct ps2kbd *kb, bool down, uint8_t qnum, uin
 	static const uint8_t print2_break[] = {0xe0, 0xf0, 0x7c, 0xe0, 0xf0, 0x12};
 	static const uint8_t print1_make[] = {0xe0, 0x2a, 0xe0, 0x37};
 	static const uint8_t print1_break[] = {0xe0, 0xb7, 0xe0, 0xaa};
+	static const uint8_t break2[] = {0xe0, 0x7e, 0xe0, 0xf0, 0x7e};
+	static const uint8_t break1[] = {0xe0, 0x46, 0xe0, 0xc6};
 	const uint8_t *seq = NULL;
 	unsigned n = 0, len = 0;
 	uint8_t code = qnum & 0x7f;
@@ -239,9 +246,14 @@ static unsigned encode_key(const struct ps2kbd *kb, bool down, uint8_t qnum, uin
 
 	if (qnum == QNUM_PAUSE) {
 		if (!down)
-			return 0; /* Pause has no release */
-		seq = set1 ? pause1 : pause2;
-		len = set1 ? sizeof(pause1) : sizeof(pause2);
+			return 0;    /* Pause has no release */
+		if (kb->ctrl_down) { /* Ctrl+Pause is Break */
+			seq = set1 ? break1 : break2;
+			len = set1 ? sizeof(break1) : sizeof(break2);
+		} else {
+			seq = set1 ? pause1 : pause2;
+			len = set1 ? sizeof(pause1) : sizeof(pause2);
+		}
 	} else if (qnum == QNUM_PRINT) {
 		seq = set1 ? (down ? print1_make : print1_break)
 		           : (down ? print2_make : print2_break);
@@ -270,6 +282,11 @@ bool ps2kbd_key(struct ps2kbd *kb, bool down, uint16_t qnum)
 	uint8_t seq[8];
 	unsigned n;
 
+	if (qnum == QNUM_LCTRL || qnum == QNUM_RCTRL) {
+		uint8_t bit = qnum == QNUM_LCTRL ? 1 : 2;
+
+		kb->ctrl_down = down ? kb->ctrl_down | bit : kb->ctrl_down & ~bit;
+	}
 	if (!kb->scanning || qnum > 0xff)
 		return true;
 	n = encode_key(kb, down, (uint8_t)qnum, seq);

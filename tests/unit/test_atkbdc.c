@@ -156,6 +156,13 @@ static void test_key_set2_raw(void **state)
 	expect_bytes(f->k, false, (const uint8_t[]){0xe0, 0xf0, 0x7c, 0xe0, 0xf0, 0x12}, 6);
 	console_key_event(true, 0x41); /* F7 is 0x83 in set 2 */
 	expect_bytes(f->k, false, (const uint8_t[]){0x83}, 1);
+	console_key_event(true, 0x54); /* SysRq 0x84 */
+	expect_bytes(f->k, false, (const uint8_t[]){0x84}, 1);
+	console_key_event(true, 0x1d); /* Ctrl+Pause is Break */
+	console_key_event(true, 0xc6);
+	console_key_event(false, 0x1d);
+	expect_bytes(f->k, false, (const uint8_t[]){0x14, 0xe0, 0x7e, 0xe0, 0xf0, 0x7e, 0xf0, 0x14},
+	             8);
 }
 
 static void test_key_translated(void **state)
