@@ -732,14 +732,31 @@ static const char *const font_paths[] = {
     "/usr/share/consolefonts/default8x16.psf.gz",
 };
 
+/* The default font, read once per process: plane 2's first 8 KiB. */
+static pthread_mutex_t font_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t font_cache[256 * 32];
+static int font_cache_state; /* 0 not tried, 1 loaded, -1 none found */
+
 static void load_default_font(struct vga *v)
 {
 	char err[256];
 
-	for (size_t i = 0; i < sizeof(font_paths) / sizeof(font_paths[0]); i++)
-		if (vga_load_font(v, font_paths[i], err, sizeof(err)) == 0)
-			return;
-	log_info("vga: no console font found (install console-setup-linux); text shows blank");
+	pthread_mutex_lock(&font_cache_lock);
+	for (size_t i = 0; font_cache_state == 0 && i < sizeof(font_paths) / sizeof(font_paths[0]);
+	     i++) {
+		if (vga_load_font(v, font_paths[i], err, sizeof(err)) == 0) {
+			memcpy(font_cache, v->vram[2], sizeof(font_cache));
+			font_cache_state = 1;
+		}
+	}
+	if (font_cache_state == 0) {
+		font_cache_state = -1;
+		log_info(
+		    "vga: no console font found (install console-setup-linux); text shows blank");
+	}
+	if (font_cache_state == 1)
+		memcpy(v->vram[2], font_cache, sizeof(font_cache));
+	pthread_mutex_unlock(&font_cache_lock);
 }
 
 /* ---- create ---- */
