@@ -62,8 +62,13 @@ void vga_port_write(struct vga *vga, uint16_t port, unsigned size, uint32_t val)
  * Draw the current mode into `pixels` (room for `cap` XRGB8888 pixels) and
  * fill `f` (pixels, width, height, stride, changed areas; `full` on a mode
  * change).  False, `f` untouched, when the screen is off (sequencer reset
- * or screen disabled) or the mode is not one it draws.  Any thread; takes
- * the VGA's lock.
+ * or screen disabled, or the attribute controller's palette address source
+ * bit clear), the mode is not one it draws (CGA 4-colour shift mode), or
+ * the frame needs more than `cap` pixels (at most 2304 x 2048).  `pixels`
+ * stays the caller's; the VGA keeps its own copy of the previous frame for
+ * the changed rectangles (one per text row or 16-line band).  Any thread,
+ * one at a time; holds the VGA's lock only to snapshot its state, so a
+ * vCPU waits microseconds at most.
  */
 bool vga_render(struct vga *vga, uint32_t *pixels, size_t cap, struct console_frame *f);
 

@@ -354,6 +354,26 @@ static void test_font_load(void **state)
 	free(dir);
 }
 
+/* With console-setup-linux installed, the start-up font has real glyphs
+ * ('H': two vertical strokes on its middle line) and a blank space. */
+static void test_default_font(void **state)
+{
+	struct fixture *x = *state;
+
+	if (access("/usr/share/consolefonts/Uni2-VGA16.psf.gz", R_OK) != 0 &&
+	    access("/usr/share/consolefonts/Lat15-VGA16.psf.gz", R_OK) != 0)
+		skip();
+	planar_setup(x);
+	gc(x, 4, 2);
+	uint8_t mid = memr(x, 0xa0000 + 'H' * 32 + 7);
+	assert_int_not_equal(mid, 0);
+	assert_int_equal(memr(x, 0xa0000 + ' ' * 32 + 7), 0);
+	unsigned set = 0;
+	for (unsigned l = 0; l < 16; l++)
+		set += memr(x, 0xa0000 + 'H' * 32 + l) != 0;
+	assert_true(set >= 6);
+}
+
 /* ---- rendering ---- */
 
 /* Glyph 'A' (0x41) as 16 lines of 0x81 (left and right dots), 0xC4 as a
@@ -587,6 +607,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_write_modes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_odd_even_and_chain4, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_font_load, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_default_font, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_text_render, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_screen_off, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_planar_640x480, setup, teardown),
