@@ -924,6 +924,26 @@ static void planar_line(const struct scan *s, uint32_t *out, uint32_t ma, unsign
 	}
 }
 
+/* CGA 4-colour shift mode (modes 4/5): 2 bits a pixel, the even byte in
+ * plane 0 then the odd byte in plane 1. */
+static void cga_line(const struct scan *s, uint32_t *out, uint32_t ma, unsigned rsc)
+{
+	unsigned chars = s->r->cr[CR_HDE] + 1u;
+	unsigned dd = (s->r->sr[SR_CLOCK] & 8) ? 2 : 1;
+
+	for (unsigned c = 0; c < chars; c++) {
+		uint32_t a = crtc_addr(s, ma + c, rsc);
+
+		for (unsigned p = 0; p < 2; p++) {
+			uint8_t b = s->vram[p][a];
+
+			for (int sh = 6; sh >= 0; sh -= 2)
+				for (unsigned k = 0; k < dd; k++)
+					*out++ = s->pal16[(b >> sh) & 3];
+		}
+	}
+}
+
 static void vga256_line(const struct scan *s, uint32_t *out, uint32_t ma, unsigned rsc)
 {
 	unsigned chars = s->r->cr[CR_HDE] + 1u;
@@ -939,7 +959,7 @@ static void vga256_line(const struct scan *s, uint32_t *out, uint32_t ma, unsign
 	}
 }
 
-enum vga_kind { KIND_OFF, KIND_TEXT, KIND_PLANAR, KIND_256 };
+enum vga_kind { KIND_OFF, KIND_TEXT, KIND_PLANAR, KIND_CGA, KIND_256 };
 
 static enum vga_kind frame_geometry(struct scan *s)
 {
@@ -957,7 +977,8 @@ static enum vga_kind frame_geometry(struct scan *s)
 		s->width = chars * 8u;
 		return s->width <= VGA_MAX_W ? (s->height = vde_lines(r), k) : KIND_OFF;
 	} else if (r->gr[GR_MODE] & 0x20) {
-		return KIND_OFF; /* CGA 4-colour shift mode: not drawn */
+		k = KIND_CGA;
+		s->width = chars * 8u;
 	} else {
 		k = KIND_PLANAR;
 		s->width = chars * 8u;
@@ -990,6 +1011,8 @@ static void draw(struct scan *s, enum vga_kind kind, uint32_t *pixels)
 			text_line(s, out, ma, rsc);
 		else if (kind == KIND_PLANAR)
 			planar_line(s, out, ma, rsc);
+		else if (kind == KIND_CGA)
+			cga_line(s, out, ma, rsc);
 		else
 			vga256_line(s, out, ma, rsc);
 		if (s->dscan && !second) {

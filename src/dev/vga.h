@@ -63,12 +63,13 @@ void vga_port_write(struct vga *vga, uint16_t port, unsigned size, uint32_t val)
  * fill `f` (pixels, width, height, stride, changed areas; `full` on a mode
  * change).  False, `f` untouched, when the screen is off (sequencer reset
  * or screen disabled, or the attribute controller's palette address source
- * bit clear), the mode is not one it draws (CGA 4-colour shift mode), or
- * the frame needs more than `cap` pixels (at most 2304 x 2048).  `pixels`
- * stays the caller's; the VGA keeps its own copy of the previous frame for
- * the changed rectangles (one per text row or 16-line band).  Any thread,
- * one at a time; holds the VGA's lock only to snapshot its state, so a
- * vCPU waits microseconds at most.
+ * bit clear), or the frame needs more than `cap` pixels (at most 2304 x
+ * 2048).  Draws text, 16-colour planar, CGA 4-colour and 256-colour modes
+ * at their displayed size (320x200 modes as 640x400).  `pixels` stays the
+ * caller's; the VGA keeps its own copy of the previous frame for the
+ * changed rectangles (one per text row or 16-line band).  Any thread, one
+ * at a time; holds the VGA's lock only to snapshot its state, so a vCPU
+ * waits microseconds at most.
  */
 bool vga_render(struct vga *vga, uint32_t *pixels, size_t cap, struct console_frame *f);
 

@@ -580,6 +580,35 @@ static void test_mode13h(void **state)
 	assert_int_equal(px(x, 2, 0), 0xff8200);
 }
 
+/* Mode 4 (CGA 320x200 4-colour): even and odd scan lines in two banks. */
+static void test_cga_mode4(void **state)
+{
+	struct fixture *x = *state;
+	static const uint8_t sr[5] = {0x03, 0x09, 0x03, 0x00, 0x02};
+	static const uint8_t cr[25] = {0x2d, 0x27, 0x28, 0x90, 0x2b, 0x80, 0xbf, 0x1f, 0x00,
+	                               0xc1, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x9c, 0x8e,
+	                               0x8f, 0x14, 0x00, 0x96, 0xb9, 0xa2, 0xff};
+	static const uint8_t gr[9] = {0, 0, 0, 0, 0, 0x30, 0x0f, 0x00, 0xff};
+	static const uint8_t ar[21] = {0x00, 0x13, 0x15, 0x17, 0x02, 0x04, 0x06,
+	                               0x07, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15,
+	                               0x16, 0x17, 0x01, 0x00, 0x03, 0x00, 0x00};
+
+	set_regs(x, 0x63, sr, cr, gr, ar);
+	for (uint32_t a = 0; a < 0x4000; a++)
+		memw(x, 0xb8000 + a, 0);
+	memw(x, 0xb8000, 0xc0);          /* line 0, pixel 0: colour 3 */
+	memw(x, 0xb8001, 0x01);          /* line 0, pixel 7: colour 1 */
+	memw(x, 0xb8000 + 0x2000, 0x80); /* line 1, pixel 0: colour 2 */
+	assert_true(vga_render(x->v, x->px, ARRAY_LEN(x->px), &x->f));
+	assert_int_equal(x->f.width, 640);
+	assert_int_equal(x->f.height, 400);
+	assert_int_equal(px(x, 1, 1), 0xaaffaa);  /* AR 0x17 */
+	assert_int_equal(px(x, 14, 0), 0x00ffaa); /* AR 0x13 */
+	assert_int_equal(px(x, 12, 0), 0x000000);
+	assert_int_equal(px(x, 0, 2), 0xaa55aa); /* AR 0x15 */
+	assert_int_equal(px(x, 0, 4), 0x000000);
+}
+
 /* Hostile geometry never reads outside vram or the buffer. */
 static void test_hostile_geometry(void **state)
 {
@@ -612,6 +641,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_screen_off, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_planar_640x480, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mode13h, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cga_mode4, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hostile_geometry, setup, teardown),
 	};
 
