@@ -902,6 +902,10 @@ static void text_line(const struct scan *s, uint32_t *out, uint32_t ma, unsigned
 			if ((at & 0x80) && !s->blink_on)
 				bits = 0;
 		}
+		/* Underline: blue-on-black style attributes (x001 x000) on the
+		 * CRTC's underline scan line; mode 3 puts that line below the cell. */
+		if ((at & 0x77) == 0x01 && rsc == (r->cr[CR_ULINE] & 0x1fu))
+			bits = 0xff;
 		if (cur_line && ((ma + col) & 0xffff) == cur)
 			bits = 0xff;
 		uint32_t fgc = s->pal16[fg], bgc = s->pal16[bg];

@@ -440,6 +440,14 @@ static void test_text_render(void **state)
 	assert_int_equal(x->f.rects[0].y, 48);
 	assert_int_equal(x->f.rects[0].h, 16);
 	assert_int_equal(x->f.rects[0].x, 45);
+	/* Underline on scan line 15 for attribute 0x01 (mode 7 style). */
+	memw(x, 0xb8000 + 2 * 80 * 4, ' ');
+	memw(x, 0xb8001 + 2 * 80 * 4, 0x01);
+	crtc(x, 0x14, 0x0f);
+	assert_true(vga_render(x->v, x->px, ARRAY_LEN(x->px), &x->f));
+	assert_int_equal(px(x, 3, 64 + 15), 0x0000aa);
+	assert_int_equal(px(x, 3, 64 + 14), 0x000000);
+	crtc(x, 0x14, 0x1f);
 	/* 8-dot characters: 640 wide; blink bit as bright background. */
 	seq(x, 1, 0x01);
 	attr(x, 0x10, 0x04);
