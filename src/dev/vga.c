@@ -783,15 +783,6 @@ struct vga *vga_create(struct machine *m, bool memory, char *err, size_t errlen)
 		vga_destroy(v);
 		return NULL;
 	}
-	/* Low RAM covers the window; without a hole there, KVM would satisfy
-	 * the guest's accesses from RAM and the VGA would never see them. */
-	if (m != NULL && memory && m->vm.vm_fd >= 0) {
-		if (vm_ram_hole(&m->vm, WIN_BASE, WIN_SIZE) < 0) {
-			snprintf(err, errlen, "vga: cannot unmap RAM at 0xa0000-0xbffff");
-			vga_destroy(v);
-			return NULL;
-		}
-	}
 	return v;
 }
 

@@ -185,38 +185,6 @@ int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, 
 	return 0;
 }
 
-int vm_ram_hole(struct vm *vm, uint64_t gpa, uint64_t size)
-{
-	const struct gmem_region *low = NULL;
-	uint64_t end = gpa + size;
-
-	for (unsigned i = 0; i < vm->mem.nregions; i++)
-		if (vm->mem.region[i].gpa == 0 && !vm->mem.region[i].readonly)
-			low = &vm->mem.region[i];
-	if (vm->vm_fd < 0 || low == NULL || size == 0 || (gpa & 0xfff) || (size & 0xfff) ||
-	    end > low->size || gpa == 0)
-		return -1;
-	/* Low RAM is slot 0 (vm_create adds it first).  A slot cannot shrink
-	 * in place: delete it, then map the parts on either side again. */
-	struct kvm_userspace_memory_region r = {.slot = 0, .userspace_addr = (uintptr_t)low->hva};
-
-	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0)
-		return -1;
-	r.memory_size = gpa;
-	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0)
-		return -1;
-	if (end == low->size)
-		return 0;
-	r.slot = vm->next_slot;
-	r.guest_phys_addr = end;
-	r.memory_size = low->size - end;
-	r.userspace_addr = (uintptr_t)(low->hva + end);
-	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0)
-		return -1;
-	vm->next_slot++;
-	return 0;
-}
-
 int vm_add_rom(struct vm *vm, uint64_t gpa, uint64_t size, const void *data, uint64_t len)
 {
 	bool ro = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_READONLY_MEM) > 0;

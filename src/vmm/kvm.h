@@ -47,16 +47,6 @@ struct vm {
 int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, char *err,
               size_t errlen);
 
-/*
- * Unmap [gpa, gpa+size) (page-aligned, inside low RAM, not at 0) from the
- * guest so that its accesses exit to the MMIO bus: the legacy VGA window at
- * 0xA0000-0xBFFFF, which low RAM otherwise covers.  Call before the vCPUs
- * start.  guest_mem keeps the range (gmem_ptr still finds the hidden RAM;
- * the e820 map already reserves it).  0, or -1 (no KVM VM, a bad range, or
- * a failed KVM_SET_USER_MEMORY_REGION).
- */
-int vm_ram_hole(struct vm *vm, uint64_t gpa, uint64_t size);
-
 /* Release everything vm_create() and vm_create_vcpus() made. */
 void vm_destroy(struct vm *vm);
 

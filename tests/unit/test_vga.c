@@ -9,7 +9,6 @@
 #include "core/iobus.h"
 #include "core/machine.h"
 #include "dev/vga.h"
-#include "vmm/kvm.h"
 
 #define W 720
 #define H 400
@@ -618,15 +617,6 @@ static void test_cga_mode4(void **state)
 	assert_int_equal(px(x, 0, 4), 0x000000);
 }
 
-/* Without a KVM VM there is no RAM slot to punch the window's hole into;
- * vga_create() does not try (checked by setup() succeeding). */
-static void test_ram_hole_needs_vm(void **state)
-{
-	struct fixture *x = *state;
-
-	assert_int_equal(vm_ram_hole(&x->m.vm, 0xa0000, 0x20000), -1);
-}
-
 /* Hostile geometry never reads outside vram or the buffer. */
 static void test_hostile_geometry(void **state)
 {
@@ -660,7 +650,6 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_planar_640x480, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mode13h, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cga_mode4, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_ram_hole_needs_vm, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hostile_geometry, setup, teardown),
 	};
 
