@@ -43,9 +43,9 @@ static const uint8_t dev_desc[18] = {
 };
 
 static const uint8_t report_desc[] = {
-    0x05, 0x01, 0x09, 0x02, 0xa1, 0x01,       /* Generic Desktop, Mouse, Application */
-    0x09, 0x01, 0xa1, 0x00,                   /* Pointer, Physical */
-    0x05, 0x09, 0x19, 0x01, 0x29, 0x03,       /* Buttons 1-3 */
+    0x05, 0x01, 0x09, 0x02, 0xa1, 0x01, /* Generic Desktop, Mouse, Application */
+    0x09, 0x01, 0xa1, 0x00,             /* Pointer, Physical */
+    0x05, 0x09, 0x19, 0x01, 0x29, 0x03, /* Buttons 1-3 */
     0x15, 0x00, 0x25, 0x01, 0x95, 0x03, 0x75, 0x01, 0x81, 0x02, /* 3 x 1 bit, Data Var Abs */
     0x95, 0x01, 0x75, 0x05, 0x81, 0x01,                         /* 5 bits padding */
     0x05, 0x01, 0x09, 0x30, 0x09, 0x31,                         /* X, Y */
@@ -58,10 +58,13 @@ static const uint8_t report_desc[] = {
 
 #define CONFIG_LEN 34
 static const uint8_t config_desc[CONFIG_LEN] = {
-    9, 2, CONFIG_LEN, 0, 1, 1, 0, 0xa0, 50, /* one interface, remote wakeup, 100 mA */
-    9, 4, 0, 0, 1, 3, 0, 0, 0,              /* interface 0: HID, no boot subclass */
-    9, 0x21, 0x11, 0x01, 0, 1, 0x22, sizeof(report_desc), 0, /* HID 1.11 */
-    7, 5, 0x81, 3, TABLET_MPS, 0, 10,                         /* EP 1 IN interrupt, 10 ms */
+    9,  2,    CONFIG_LEN, 0,    1,          1, 0,    0xa0,
+    50, /* one interface, remote wakeup, 100 mA */
+    9,  4,    0,          0,    1,          3, 0,    0,
+    0, /* interface 0: HID, no boot subclass */
+    9,  0x21, 0x11,       0x01, 0,          1, 0x22, sizeof(report_desc),
+    0,                                             /* HID 1.11 */
+    7,  5,    0x81,       3,    TABLET_MPS, 0, 10, /* EP 1 IN interrupt, 10 ms */
 };
 
 static const char *const strings[] = {NULL, "khyve", "khyve USB tablet", "1"};

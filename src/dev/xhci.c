@@ -31,31 +31,31 @@
 #include "lib/config.h"
 #include "lib/log.h"
 
-#define XHCI_BAR_SIZE   0x4000u
-#define XHCI_MSIX_BAR   4
-#define XHCI_MAX_SLOTS  8
-#define XHCI_NPORTS     4 /* 1-2 USB 2.0, 3-4 USB 3.0 */
+#define XHCI_BAR_SIZE    0x4000u
+#define XHCI_MSIX_BAR    4
+#define XHCI_MAX_SLOTS   8
+#define XHCI_NPORTS      4 /* 1-2 USB 2.0, 3-4 USB 3.0 */
 #define XHCI_NPORTS_USB2 2
-#define XHCI_ERST_MAX   16
-#define XHCI_TRB_BUDGET 256 /* TRBs (Link TRBs included) per doorbell */
-#define XHCI_XFER_MAX   4096
+#define XHCI_ERST_MAX    16
+#define XHCI_TRB_BUDGET  256 /* TRBs (Link TRBs included) per doorbell */
+#define XHCI_XFER_MAX    4096
 
-#define CAP_LEN   0x40
-#define OP_BASE   0x40
-#define PORT_BASE (OP_BASE + 0x400)
-#define XECP_BASE 0x800
-#define RT_BASE   0x1000
-#define IR0_BASE  (RT_BASE + 0x20)
-#define DB_BASE   0x2000
+#define CAP_LEN          0x40
+#define OP_BASE          0x40
+#define PORT_BASE        (OP_BASE + 0x400)
+#define XECP_BASE        0x800
+#define RT_BASE          0x1000
+#define IR0_BASE         (RT_BASE + 0x20)
+#define DB_BASE          0x2000
 
 /* Operational registers (section 5.4), offsets from OP_BASE. */
-#define OP_USBCMD  0x00
-#define OP_USBSTS  0x04
-#define OP_PAGESZ  0x08
-#define OP_DNCTRL  0x14
-#define OP_CRCR    0x18
-#define OP_DCBAAP  0x30
-#define OP_CONFIG  0x38
+#define OP_USBCMD 0x00
+#define OP_USBSTS 0x04
+#define OP_PAGESZ 0x08
+#define OP_DNCTRL 0x14
+#define OP_CRCR   0x18
+#define OP_DCBAAP 0x30
+#define OP_CONFIG 0x38
 
 #define CMD_RS    (1u << 0)
 #define CMD_HCRST (1u << 1)
@@ -72,29 +72,29 @@
 #define CRCR_CRR  (1u << 3)
 
 /* PORTSC (section 5.4.8). */
-#define PS_CCS      (1u << 0)
-#define PS_PED      (1u << 1)
-#define PS_PR       (1u << 4)
-#define PS_PLS_SHIFT 5
-#define PS_PLS_MASK (0xfu << 5)
-#define PS_PP       (1u << 9)
+#define PS_CCS         (1u << 0)
+#define PS_PED         (1u << 1)
+#define PS_PR          (1u << 4)
+#define PS_PLS_SHIFT   5
+#define PS_PLS_MASK    (0xfu << 5)
+#define PS_PP          (1u << 9)
 #define PS_SPEED_SHIFT 10
-#define PS_LWS      (1u << 16)
-#define PS_CSC      (1u << 17)
-#define PS_PEC      (1u << 18)
-#define PS_WRC      (1u << 19)
-#define PS_OCC      (1u << 20)
-#define PS_PRC      (1u << 21)
-#define PS_PLC      (1u << 22)
-#define PS_CEC      (1u << 23)
-#define PS_CHANGES  (PS_CSC | PS_PEC | PS_WRC | PS_OCC | PS_PRC | PS_PLC | PS_CEC)
-#define PS_WAKE     (7u << 25)
-#define PS_WPR      (1u << 31)
-#define PLS_U0      0
-#define PLS_U3      3
-#define PLS_RXDETECT 5
-#define PLS_POLLING 7
-#define PLS_RESUME  15
+#define PS_LWS         (1u << 16)
+#define PS_CSC         (1u << 17)
+#define PS_PEC         (1u << 18)
+#define PS_WRC         (1u << 19)
+#define PS_OCC         (1u << 20)
+#define PS_PRC         (1u << 21)
+#define PS_PLC         (1u << 22)
+#define PS_CEC         (1u << 23)
+#define PS_CHANGES     (PS_CSC | PS_PEC | PS_WRC | PS_OCC | PS_PRC | PS_PLC | PS_CEC)
+#define PS_WAKE        (7u << 25)
+#define PS_WPR         (1u << 31)
+#define PLS_U0         0
+#define PLS_U3         3
+#define PLS_RXDETECT   5
+#define PLS_POLLING    7
+#define PLS_RESUME     15
 
 /* Interrupter registers (section 5.5.2). */
 #define IMAN_IP  (1u << 0)
@@ -126,17 +126,17 @@ enum {
 	EV_HOST_CTRL = 37,
 };
 
-#define TRB_C     (1u << 0)
-#define TRB_TC    (1u << 1) /* Link: toggle cycle */
-#define TRB_ENT   (1u << 1)
-#define TRB_ISP   (1u << 2)
-#define TRB_CH    (1u << 4)
-#define TRB_IOC   (1u << 5)
-#define TRB_IDT   (1u << 6)
-#define TRB_BEI   (1u << 9)
-#define TRB_BSR   (1u << 9) /* Address Device */
-#define TRB_DC    (1u << 9) /* Configure Endpoint */
-#define TRB_DIR_IN (1u << 16)
+#define TRB_C       (1u << 0)
+#define TRB_TC      (1u << 1) /* Link: toggle cycle */
+#define TRB_ENT     (1u << 1)
+#define TRB_ISP     (1u << 2)
+#define TRB_CH      (1u << 4)
+#define TRB_IOC     (1u << 5)
+#define TRB_IDT     (1u << 6)
+#define TRB_BEI     (1u << 9)
+#define TRB_BSR     (1u << 9) /* Address Device */
+#define TRB_DC      (1u << 9) /* Configure Endpoint */
+#define TRB_DIR_IN  (1u << 16)
 #define TRB_TYPE(c) (((c) >> 10) & 0x3f)
 #define TRB_SLOT(c) (((c) >> 24) & 0xff)
 #define TRB_EP(c)   (((c) >> 16) & 0x1f)
@@ -163,7 +163,7 @@ enum { SLOT_ENABLED = 0, SLOT_DEFAULT = 1, SLOT_ADDRESSED = 2, SLOT_CONFIGURED =
 enum { EP_DISABLED = 0, EP_RUNNING = 1, EP_HALTED = 2, EP_STOPPED = 3, EP_ERROR = 4 };
 #define EPT_CONTROL 4
 
-#define CTX_SIZE 32
+#define CTX_SIZE    32
 
 struct trb {
 	uint64_t param;
@@ -398,8 +398,10 @@ static void put_event(struct xhci *x, struct trb ev, bool interrupt)
 
 static void cmd_complete(struct xhci *x, uint64_t trb_gpa, unsigned cc, unsigned slot)
 {
-	put_event(x, (struct trb){trb_gpa, (uint32_t)cc << 24, (uint32_t)slot << 24 | EV_CMD_COMPLETE << 10},
-	          true);
+	put_event(
+	    x,
+	    (struct trb){trb_gpa, (uint32_t)cc << 24, (uint32_t)slot << 24 | EV_CMD_COMPLETE << 10},
+	    true);
 }
 
 static void xfer_event(struct xhci *x, unsigned slot, unsigned dci, uint64_t ptr, unsigned cc,
@@ -423,7 +425,8 @@ static void port_change(struct xhci *x, unsigned p, uint32_t bits)
 	pt->portsc |= bits;
 	if (running(x)) {
 		x->usbsts |= STS_PCD;
-		put_event(x, (struct trb){(uint64_t)p << 24, CC_SUCCESS << 24, EV_PORT_STATUS << 10},
+		put_event(x,
+		          (struct trb){(uint64_t)p << 24, CC_SUCCESS << 24, EV_PORT_STATUS << 10},
 		          true);
 	}
 }
@@ -448,7 +451,8 @@ static void port_reset(struct xhci *x, unsigned p, bool warm)
 	pt->portsc &= ~(PS_PR | PS_WPR);
 	if (pt->dev != NULL) {
 		pt->dev->ops->reset(pt->dev);
-		pt->portsc = (pt->portsc & ~PS_PLS_MASK) | PS_PED | (uint32_t)PLS_U0 << PS_PLS_SHIFT;
+		pt->portsc =
+		    (pt->portsc & ~PS_PLS_MASK) | PS_PED | (uint32_t)PLS_U0 << PS_PLS_SHIFT;
 	}
 	port_change(x, p, PS_PRC | (warm && port_is_usb3(p) ? PS_WRC : 0));
 }
@@ -463,7 +467,8 @@ static void portsc_write(struct xhci *x, unsigned p, uint32_t v)
 		pt->portsc &= ~PS_PED;
 	pt->portsc = (pt->portsc & ~PS_WAKE) | (v & PS_WAKE);
 	if ((v & PS_LWS) && (pt->portsc & PS_PED)) {
-		if (pls == PLS_RESUME || (pls == PLS_U0 && ((pt->portsc & PS_PLS_MASK) >> PS_PLS_SHIFT) == PLS_U3)) {
+		if (pls == PLS_RESUME ||
+		    (pls == PLS_U0 && ((pt->portsc & PS_PLS_MASK) >> PS_PLS_SHIFT) == PLS_U3)) {
 			pt->portsc = (pt->portsc & ~PS_PLS_MASK) | (uint32_t)PLS_U0 << PS_PLS_SHIFT;
 			port_change(x, p, PS_PLC);
 		} else if (pls == PLS_U0 || pls == PLS_U3) {
@@ -1266,7 +1271,7 @@ static uint32_t cap_read(unsigned off)
 		return 4u << 4; /* HCSPARAMS2: ERST Max 2^4, no scratchpads */
 	case 0x0c:
 		return 0; /* HCSPARAMS3 */
-	case 0x10: /* HCCPARAMS1: AC64, NSS, xECP */
+	case 0x10:        /* HCCPARAMS1: AC64, NSS, xECP */
 		return 1u | 1u << 7 | (uint32_t)(XECP_BASE / 4) << 16;
 	case 0x14:
 		return DB_BASE;
@@ -1281,8 +1286,13 @@ static uint32_t cap_read(unsigned off)
 static uint32_t xecp_read(unsigned off)
 {
 	static const uint32_t caps[8] = {
-	    0x02000402u, 0x20425355u, 1u | XHCI_NPORTS_USB2 << 8, 0,
-	    0x03000002u, 0x20425355u, (XHCI_NPORTS_USB2 + 1) | (XHCI_NPORTS - XHCI_NPORTS_USB2) << 8,
+	    0x02000402u,
+	    0x20425355u,
+	    1u | XHCI_NPORTS_USB2 << 8,
+	    0,
+	    0x03000002u,
+	    0x20425355u,
+	    (XHCI_NPORTS_USB2 + 1) | (XHCI_NPORTS - XHCI_NPORTS_USB2) << 8,
 	    0,
 	};
 
@@ -1409,8 +1419,7 @@ static void xhci_bar_write(struct pci_func *f, int bar, uint64_t offset, unsigne
 /* ---- options and creation ---- */
 
 /* "tablet[,tablet]": bhyve's device list becomes slot.N.device=NAME. */
-static int xhci_legacy_config(struct config_node *node, const char *conf, char *err,
-                              size_t errlen)
+static int xhci_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen)
 {
 	char key[32], item[64];
 	unsigned n = 0;
@@ -1428,6 +1437,13 @@ static int xhci_legacy_config(struct config_node *node, const char *conf, char *
 		conf = comma ? comma + 1 : NULL;
 		if (len == 0)
 			continue;
+		if (strncmp(item, "rom=", 4) == 0) { /* the generic PCI option */
+			if (config_node_set(node, "rom", item + 4) < 0) {
+				snprintf(err, errlen, "xhci: bad rom option");
+				return -1;
+			}
+			continue;
+		}
 		if (strcmp(item, "tablet") != 0) {
 			snprintf(err, errlen, "xhci: unknown device '%s' (known: tablet)", item);
 			return -1;
@@ -1451,7 +1467,7 @@ static int attach_devices(struct xhci *x, struct config_node *node, char *err, s
 
 		if (strcmp(name, "slot") == 0 && config_node_value(k) == NULL)
 			slots = k;
-		else if (strcmp(name, "device") != 0) {
+		else if (strcmp(name, "device") != 0 && strcmp(name, "rom") != 0) {
 			snprintf(err, errlen, "xhci: unknown option '%s'", name);
 			return -1;
 		}
@@ -1499,7 +1515,7 @@ static int xhci_init(struct machine *m, struct pci_func *f, struct config_node *
 	pci_set_cfg(f, PCIR_SUBDEV, 2, 0x1100);
 	pci_set_cfg(f, 0x60, 1, 0x30); /* SBRN: USB 3.0 */
 	pci_set_cfg(f, 0x61, 1, 0x20); /* FLADJ: the default 60000 bit times */
-	f->cap_end = 0x70; /* capabilities after SBRN/FLADJ */
+	f->cap_end = 0x70;             /* capabilities after SBRN/FLADJ */
 	if (pci_alloc_bar(f, 0, PCI_BAR_MEM64, XHCI_BAR_SIZE) < 0 || pci_add_msi_cap(f, 1) < 0 ||
 	    pci_add_msix_cap(f, 1, XHCI_MSIX_BAR) < 0) {
 		snprintf(err, errlen, "xhci: no room for the BARs");
