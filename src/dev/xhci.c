@@ -217,6 +217,7 @@ struct xhci {
 	uint64_t crcr_ptr, crcr_pending, dcbaap;
 	struct ring cmd;
 	bool crr;
+	bool crcr_low_written; /* since the ring last ran */
 	struct {
 		uint32_t iman, imod, erstsz;
 		uint64_t erstba, erdp;
@@ -265,8 +266,6 @@ static void host_system_error(struct xhci *x, const char *why)
 	x->usbsts |= STS_HSE | STS_HCH;
 	x->usbcmd &= ~CMD_RS;
 	x->crr = false;
-	if ((x->usbcmd & CMD_HSEE) && !pci_msix_enabled(x->f) && !pci_msi_enabled(x->f))
-		pci_intx_assert(x->f);
 }
 
 static bool running(const struct xhci *x)
@@ -827,6 +826,7 @@ static void ring_commands(struct xhci *x)
 	bool bad;
 
 	x->crr = true;
+	x->crcr_low_written = false;
 	while (running(x) && ring_next(x, &x->cmd, &t, &budget, &bad)) {
 		uint64_t gpa = x->cmd.deq;
 
@@ -1134,7 +1134,7 @@ static void controller_reset(struct xhci *x)
 	x->dnctrl = x->config = 0;
 	x->crcr_ptr = x->crcr_pending = x->dcbaap = 0;
 	x->cmd = (struct ring){0, false};
-	x->crr = false;
+	x->crr = x->crcr_low_written = false;
 	memset(&x->ir, 0, sizeof(x->ir));
 	pci_intx_deassert(x->f);
 	for (unsigned p = 1; p <= XHCI_NPORTS; p++) {
@@ -1161,22 +1161,33 @@ static void usbcmd_write(struct xhci *x, uint32_t v)
 	intx_update(x);
 }
 
+/*
+ * CRCR (section 5.4.5): while the ring runs only CS and CA act; while it
+ * is stopped a low-dword write (without CS/CA) sets the dequeue pointer
+ * and RCS, and the high-dword write that follows completes it.  A bare
+ * high-dword write (the second half of an abort) leaves the pointer alone.
+ */
 static void crcr_write(struct xhci *x, unsigned half, uint32_t v)
 {
-	if (x->crr) {
-		if (half == 0 && (v & (CRCR_CS | CRCR_CA))) {
+	if (half == 0 && (v & (CRCR_CS | CRCR_CA))) {
+		if (x->crr) {
 			x->crr = false;
 			cmd_complete(x, x->cmd.deq, CC_CMD_RING_STOPPED, 0);
 		}
 		return;
 	}
+	if (x->crr)
+		return;
 	if (half == 0) {
 		x->crcr_pending = (x->crcr_pending & ~0xffffffffull) | (v & ~63u);
+		x->cmd.deq = x->crcr_pending;
 		x->cmd.ccs = v & CRCR_RCS;
+		x->crcr_low_written = true;
 	} else {
 		x->crcr_pending = (x->crcr_pending & 0xffffffffull) | (uint64_t)v << 32;
+		if (x->crcr_low_written)
+			x->cmd.deq = x->crcr_pending;
 	}
-	x->cmd.deq = x->crcr_pending;
 }
 
 static uint32_t op_read(struct xhci *x, unsigned off)

@@ -372,6 +372,16 @@ static void test_bad_slots(void **state)
 	wr(DB(1), 4, 40); /* and a bad target */
 	ev = command(0, 0, T(23));
 	assert_int_equal(cc_of(&ev), 1);
+	/* Command Abort as Linux writes it: CRCR read, CA ORed in, both
+	 * halves written; the ring stops and resumes where it was. */
+	assert_int_equal(rd(OP + 0x18, 8), 8); /* CRR */
+	wr(OP + 0x18, 8, rd(OP + 0x18, 8) | 4);
+	assert_true(next_event(&ev));
+	assert_int_equal(cc_of(&ev), 24);
+	assert_int_equal(rd(OP + 0x18, 8), 0);
+	ev = command(0, 0, T(23));
+	assert_int_equal(cc_of(&ev), 1);
+	assert_int_equal(ev.param, CMDRING + 16ull * (cmd_idx - 1));
 }
 
 static void test_garbage_contexts(void **state)
