@@ -36,6 +36,8 @@
 #define IR0       0x1020
 #define DB(n)     (0x2000 + 4 * (n))
 
+#define T(type)   ((uint32_t)(type) << 10) /* a TRB type in the control dword */
+
 struct trb {
 	uint64_t param;
 	uint32_t status, control;
@@ -46,7 +48,7 @@ static uint8_t *ram;
 static uint64_t bar;
 static unsigned intx_level;
 static unsigned ev_idx, cmd_idx, ep0_idx, ep1_idx;
-static bool ev_cycle;
+static bool ev_cycle, cmd_cycle;
 
 static void hook(struct machine *mm, unsigned gsi, bool level)
 {
@@ -124,26 +126,28 @@ static struct trb command(uint64_t param, uint32_t status, uint32_t control)
 {
 	struct trb ev = {0, 0, 0};
 
-	put_trb(CMDRING + 16ull * cmd_idx, param, status, control | 1);
-	cmd_idx++;
+	put_trb(CMDRING + 16ull * cmd_idx, param, status, control | (cmd_cycle ? 1u : 0));
+	if (++cmd_idx == CMD_TRBS - 1) { /* the Link TRB: hand it over, toggle */
+		put_trb(CMDRING + 16 * (CMD_TRBS - 1), CMDRING, 0, T(6) | 2 | (cmd_cycle ? 1u : 0));
+		cmd_idx = 0;
+		cmd_cycle = !cmd_cycle;
+	}
 	wr(DB(0), 4, 0);
 	while (next_event(&ev) && type_of(&ev) != 33)
 		;
 	return ev;
 }
 
-#define T(type) ((uint32_t)(type) << 10)
-
 static void start(void)
 {
 	memset(ram, 0, RAM_SIZE);
 	ev_idx = cmd_idx = ep0_idx = ep1_idx = 0;
-	ev_cycle = true;
+	ev_cycle = cmd_cycle = true;
 	wr(OP + 0x00, 4, 2); /* HCRST */
 	wr(OP + 0x38, 4, 8); /* CONFIG: 8 slots */
 	wr(OP + 0x30, 8, DCBAA);
 	wr(OP + 0x18, 8, CMDRING | 1);
-	put_trb(CMDRING + 16 * (CMD_TRBS - 1), CMDRING, 0, T(6) | 2 | 1); /* link, toggle */
+	put_trb(CMDRING + 16 * (CMD_TRBS - 1), CMDRING, 0, T(6) | 2); /* link, toggle */
 	put32(ERST, (uint32_t)EVRING);
 	put32(ERST + 8, EV_TRBS);
 	wr(IR0 + 0x08, 4, 1);      /* ERSTSZ */
@@ -355,6 +359,68 @@ static void test_pointer_report(void **state)
 	assert_int_equal(get32(OUTCTX + 32 * 3 + 8) & ~15u, (uint32_t)EP1RING + 32);
 }
 
+static void test_buttons_and_wheel(void **state)
+{
+	struct trb ev;
+
+	(void)state;
+	configure();
+	for (unsigned i = 0; i < 3; i++)
+		put_trb(EP1RING + 16 * i, DATA + 8 * i, 8, T(1) | 1u << 5 | 1);
+	console_ptr_event(4, 0, 0, 1024, 768);     /* RFB right button: HID button 2 */
+	console_ptr_event(4 | 8, 0, 0, 1024, 768); /* wheel up pressed: +1, not merged */
+	console_ptr_event(4, 0, 0, 1024, 768);     /* wheel released: a move */
+	wr(DB(1), 4, 3);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_true(next_event(&ev));
+		assert_int_equal(cc_of(&ev), 13);
+	}
+	assert_int_equal(hva(DATA)[0], 2);
+	assert_int_equal(hva(DATA)[5], 0);
+	assert_int_equal(hva(DATA + 8)[0], 2);
+	assert_int_equal((int8_t)hva(DATA + 8)[5], 1);
+	assert_int_equal((int8_t)hva(DATA + 16)[5], 0);
+	/* GET_REPORT gives the current state. */
+	ev = control(0xa1, 0x01, 0x0100, 0, 6);
+	assert_int_equal(cc_of(&ev), 1);
+	assert_int_equal(hva(DATA)[0], 2);
+}
+
+static void test_slot_lifecycle(void **state)
+{
+	struct trb ev;
+
+	(void)state;
+	configure();
+	/* Evaluate Context: a new EP0 max packet size reaches the output. */
+	memset(hva(INCTX), 0, 0x400);
+	put32(INCTX + 4, 2);
+	put32(INCTX + 64 + 4, 4u << 3 | 8u << 16);
+	ev = command(INCTX, 0, T(13) | 1u << 24);
+	assert_int_equal(cc_of(&ev), 1);
+	assert_int_equal(get32(OUTCTX + 32 + 4) >> 16, 8);
+	/* Reset Device: back to Default, EP 1 IN disabled. */
+	ev = command(0, 0, T(17) | 1u << 24);
+	assert_int_equal(cc_of(&ev), 1);
+	assert_int_equal(get32(OUTCTX + 12) >> 27, 1);
+	assert_int_equal(get32(OUTCTX + 32 * 3) & 7, 0);
+	ev = command(0, 0, T(15) | 1u << 24 | 3u << 16); /* Stop a disabled endpoint */
+	assert_int_equal(cc_of(&ev), 12);
+	ev = command(0, 0, T(14) | 1u << 24 | 1u << 16); /* Reset a running endpoint */
+	assert_int_equal(cc_of(&ev), 19);
+	ev = command(0, 0, T(10) | 1u << 24); /* Disable Slot */
+	assert_int_equal(cc_of(&ev), 1);
+	ev = command(0, 0, T(17) | 1u << 24);
+	assert_int_equal(cc_of(&ev), 11);
+	/* Every slot taken: No Slots Available. */
+	for (unsigned i = 0; i < 8; i++) {
+		ev = command(0, 0, T(9));
+		assert_int_equal(cc_of(&ev), 1);
+	}
+	ev = command(0, 0, T(9));
+	assert_int_equal(cc_of(&ev), 9);
+}
+
 static void test_bad_slots(void **state)
 {
 	struct trb ev;
@@ -483,6 +549,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_port_reset, setup),
 	    cmocka_unit_test_setup(test_enumerate, setup),
 	    cmocka_unit_test_setup(test_pointer_report, setup),
+	    cmocka_unit_test_setup(test_buttons_and_wheel, setup),
+	    cmocka_unit_test_setup(test_slot_lifecycle, setup),
 	    cmocka_unit_test_setup(test_bad_slots, setup),
 	    cmocka_unit_test_setup(test_garbage_contexts, setup),
 	    cmocka_unit_test_setup(test_link_loop, setup),
