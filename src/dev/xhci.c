@@ -359,17 +359,27 @@ static void advance_enq(struct xhci *x)
 	}
 }
 
-static bool next_is_dequeue(struct xhci *x)
+/* Whether the TRB `ahead` places after the enqueue pointer is the one
+ * the guest reads next (ERDP). */
+static bool dequeue_ahead(struct xhci *x, unsigned ahead)
 {
-	unsigned idx = x->ir.seg_idx, enq = x->ir.enq + 1;
+	unsigned idx = x->ir.seg_idx, enq = x->ir.enq;
 
-	if (enq == x->ir.seg[idx].size) {
-		enq = 0;
-		idx = (idx + 1) % x->ir.nseg;
+	for (unsigned i = 0; i < ahead; i++) {
+		if (++enq == x->ir.seg[idx].size) {
+			enq = 0;
+			idx = (idx + 1) % x->ir.nseg;
+		}
 	}
 	return x->ir.seg[idx].base + 16ull * enq == (x->ir.erdp & ~15ull);
 }
 
+/*
+ * Post one event.  One TRB always stays free, so that a full ring (enqueue
+ * right behind ERDP) differs from an empty one (enqueue at ERDP); the last
+ * usable TRB gets an Event Ring Full Error and further events are dropped
+ * until the guest moves ERDP on (section 4.9.4).
+ */
 static void put_event(struct xhci *x, struct trb ev, bool interrupt)
 {
 	if (!running(x))
@@ -378,9 +388,10 @@ static void put_event(struct xhci *x, struct trb ev, bool interrupt)
 		host_system_error(x, "event posted without a valid event ring");
 		return;
 	}
-	if (x->ir.full)
-		return; /* dropped until the guest frees space (4.9.4) */
-	if (next_is_dequeue(x)) {
+	if (x->ir.full && dequeue_ahead(x, 1))
+		return;
+	x->ir.full = false;
+	if (dequeue_ahead(x, 2)) {
 		ev = (struct trb){0, (uint32_t)CC_EVENT_RING_FULL << 24, EV_HOST_CTRL << 10};
 		x->ir.full = true;
 		guest_warn("event ring full");
@@ -1359,12 +1370,10 @@ static void rt_write(struct xhci *x, unsigned off, uint32_t v)
 		x->ir.erdp = (x->ir.erdp & ~0xffffffffull) | (v & ~15u);
 		if (v & ERDP_EHB)
 			x->ir.ehb = false;
-		x->ir.full = x->ir.full && (x->ir.erdp & ~15ull) == enq_gpa(x);
 		maybe_interrupt(x);
 		break;
 	case 0x3c:
 		x->ir.erdp = (x->ir.erdp & 0xffffffffull) | (uint64_t)v << 32;
-		x->ir.full = false;
 		maybe_interrupt(x);
 		break;
 	}

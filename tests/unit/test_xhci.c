@@ -121,11 +121,9 @@ static unsigned cc_of(const struct trb *t)
 	return t->status >> 24;
 }
 
-/* Queue a command, ring doorbell 0, return its completion event. */
-static struct trb command(uint64_t param, uint32_t status, uint32_t control)
+/* Queue a command and ring doorbell 0. */
+static void submit(uint64_t param, uint32_t status, uint32_t control)
 {
-	struct trb ev = {0, 0, 0};
-
 	put_trb(CMDRING + 16ull * cmd_idx, param, status, control | (cmd_cycle ? 1u : 0));
 	if (++cmd_idx == CMD_TRBS - 1) { /* the Link TRB: hand it over, toggle */
 		put_trb(CMDRING + 16 * (CMD_TRBS - 1), CMDRING, 0, T(6) | 2 | (cmd_cycle ? 1u : 0));
@@ -133,6 +131,14 @@ static struct trb command(uint64_t param, uint32_t status, uint32_t control)
 		cmd_cycle = !cmd_cycle;
 	}
 	wr(DB(0), 4, 0);
+}
+
+/* submit(), then return the command's completion event. */
+static struct trb command(uint64_t param, uint32_t status, uint32_t control)
+{
+	struct trb ev = {0, 0, 0};
+
+	submit(param, status, control);
 	while (next_event(&ev) && type_of(&ev) != 33)
 		;
 	return ev;
@@ -421,6 +427,26 @@ static void test_slot_lifecycle(void **state)
 	assert_int_equal(cc_of(&ev), 9);
 }
 
+static void test_event_ring_full(void **state)
+{
+	struct trb ev;
+	unsigned n = 0, full = 0;
+
+	(void)state;
+	for (unsigned i = 0; i < 40; i++)
+		submit(0, 0, T(23)); /* nobody reads the events */
+	while (next_event(&ev)) {
+		n++;
+		if (type_of(&ev) == 37 && cc_of(&ev) == 21)
+			full++;
+	}
+	assert_int_equal(n, EV_TRBS - 1); /* one TRB stays free */
+	assert_int_equal(full, 1);
+	ev = command(0, 0, T(23)); /* posting resumes once ERDP moved */
+	assert_int_equal(type_of(&ev), 33);
+	assert_int_equal(cc_of(&ev), 1);
+}
+
 static void test_bad_slots(void **state)
 {
 	struct trb ev;
@@ -551,6 +577,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_pointer_report, setup),
 	    cmocka_unit_test_setup(test_buttons_and_wheel, setup),
 	    cmocka_unit_test_setup(test_slot_lifecycle, setup),
+	    cmocka_unit_test_setup(test_event_ring_full, setup),
 	    cmocka_unit_test_setup(test_bad_slots, setup),
 	    cmocka_unit_test_setup(test_garbage_contexts, setup),
 	    cmocka_unit_test_setup(test_link_loop, setup),
