@@ -198,6 +198,10 @@ static void test_identity_and_reset(void **state)
 	(void)state;
 	assert_int_equal(pci_cfg_read(0, 5, 0, PCIR_VENDOR, 4), 0x000d1b36);
 	assert_int_equal(pci_cfg_read(0, 5, 0, PCIR_REVID, 4) >> 8, 0x0c0330);
+	assert_int_equal(pci_cfg_read(0, 5, 0, 0x60, 1), 0x30); /* SBRN */
+	assert_int_equal(pci_cfg_read(0, 5, 0, PCIR_CAP_PTR, 1), 0x70);
+	assert_int_equal(pci_cfg_read(0, 5, 0, 0x70, 1), PCIY_MSI);
+	assert_int_equal(pci_cfg_read(0, 5, 0, pci_cfg_read(0, 5, 0, 0x71, 1), 1), PCIY_MSIX);
 	assert_int_equal(rd(0, 1), 0x40);
 	assert_int_equal(rd(2, 2), 0x0100);
 	assert_int_equal(rd(4, 4) >> 24, 4);        /* ports */
@@ -447,6 +451,23 @@ static void test_event_ring_full(void **state)
 	assert_int_equal(cc_of(&ev), 1);
 }
 
+static void test_msix_pending(void **state)
+{
+	struct pci_func *f = pci_get(0);
+	struct trb ev;
+
+	(void)state;
+	pci_cfg_write(0, 5, 0, f->msix.cap + 2, 2, 0xc000); /* MSI-X on, function masked */
+	f->msix.pba[0] = 0;
+	ev = command(0, 0, T(23));
+	assert_int_equal(cc_of(&ev), 1);
+	assert_int_equal(f->msix.pba[0] & 1, 1); /* the message waits in the PBA */
+	assert_int_equal(rd(IR0, 4) & 1, 0);     /* IP cleared as the message went */
+	assert_int_equal(intx_level, 0);
+	pci_cfg_write(0, 5, 0, f->msix.cap + 2, 2, 0);
+	f->msix.pba[0] = 0;
+}
+
 static void test_bad_slots(void **state)
 {
 	struct trb ev;
@@ -578,6 +599,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_buttons_and_wheel, setup),
 	    cmocka_unit_test_setup(test_slot_lifecycle, setup),
 	    cmocka_unit_test_setup(test_event_ring_full, setup),
+	    cmocka_unit_test_setup(test_msix_pending, setup),
 	    cmocka_unit_test_setup(test_bad_slots, setup),
 	    cmocka_unit_test_setup(test_garbage_contexts, setup),
 	    cmocka_unit_test_setup(test_link_loop, setup),
