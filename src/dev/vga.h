@@ -22,12 +22,12 @@ struct vga;
 
 /*
  * Create the VGA and register its ports and, when `memory` (bhyve's
- * vga=on; false is vga=io), the 0xA0000-0xBFFFF window on the MMIO bus,
- * taking that range out of KVM's low RAM slot (vm_ram_hole(); for the
- * machine's lifetime) so the guest's accesses exit to it.  Ports: 0x3B0-
- * 0x3DF.  It starts as a BIOS leaves it: 80x25 colour text (mode 3) with an
- * 8x16 font in plane 2, so a kernel booted directly shows text.  NULL with
- * a one-line reason in `err` (ports or window taken, hole refused).
+ * vga=on; false is vga=io), the 0xA0000-0xBFFFF window on the MMIO bus
+ * (the caller first takes that range out of KVM's low RAM with
+ * vm_ram_hole(), as fbuf does, or the guest's accesses never exit).  Ports:
+ * 0x3B0-0x3DF.  It starts as a BIOS leaves it: 80x25 colour text (mode 3)
+ * with an 8x16 font in plane 2, so a kernel booted directly shows text.
+ * NULL with a one-line reason in `err` (ports or window already taken).
  */
 struct vga *vga_create(struct machine *m, bool memory, char *err, size_t errlen);
 
