@@ -120,6 +120,24 @@ static double vmm_cpu_s(int pid)
 	return ticks / sysconf(_SC_CLK_TCK);
 }
 
+/* A connected client, or NULL. */
+static rfbClient *connect_to(const char *host, int port)
+{
+	rfbClient *c = rfbGetClient(8, 3, 4);
+
+	c->canHandleNewFBSize = TRUE;
+	c->appData.useRemoteCursor = FALSE;
+	/* Lossless, as a console needs (tight would otherwise use JPEG). */
+	c->appData.enableJPEG = FALSE;
+	c->serverHost = strdup(host);
+	c->serverPort = port;
+	c->GotFrameBufferUpdate = on_rect;
+	c->FinishedFrameBufferUpdate = on_update_done;
+	if (!rfbInitClient(c, NULL, NULL))
+		return NULL; /* rfbInitClient freed it */
+	return c;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -145,15 +163,28 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	seconds = atof(argv[3]);
-	rfbClientLog = quiet;
-	c = rfbGetClient(8, 3, 4);
-	c->serverHost = strdup(argv[1]);
-	c->serverPort = atoi(argv[2]);
-	c->GotFrameBufferUpdate = on_rect;
-	c->FinishedFrameBufferUpdate = on_update_done;
-	if (!rfbInitClient(c, NULL, NULL)) {
-		fprintf(stderr, "vncbench: cannot connect to %s:%s\n", argv[1], argv[2]);
-		return 1;
+	rfbClientLog = quiet; /* rfbClientErr still reports failures */
+	/* Connect until the server is at the size wanted: libvncclient 0.9.14
+	 * does not follow an ExtendedDesktopSize change in mid-session, and
+	 * the guest switches modes after its VGA BIOS has drawn. */
+	t0 = now_s();
+	for (;;) {
+		c = connect_to(argv[1], atoi(argv[2]));
+		if (c == NULL && now_s() - t0 > 60) {
+			fprintf(stderr, "vncbench: cannot connect to %s:%s\n", argv[1], argv[2]);
+			return 1;
+		}
+		if (c != NULL &&
+		    ((want_w == 0 || c->width == want_w) && (want_h == 0 || c->height == want_h)))
+			break;
+		if (c != NULL)
+			rfbClientCleanup(c);
+		if (now_s() - t0 > 60) {
+			fprintf(stderr, "vncbench: the screen is not %dx%d within 60 s\n", want_w,
+			        want_h);
+			return 1;
+		}
+		usleep(300000);
 	}
 	t0 = now_s();
 	/* Wait up to 60 s for the first full picture, then measure. */
