@@ -1488,7 +1488,7 @@ static int attach_devices(struct xhci *x, struct config_node *node, char *err, s
 		if (strcmp(name, "slot") == 0 && config_node_value(k) == NULL)
 			slots = k;
 		else if (strcmp(name, "device") != 0 && strcmp(name, "rom") != 0) {
-			snprintf(err, errlen, "xhci: unknown option '%s'", name);
+			snprintf(err, errlen, "unknown option '%s'", name);
 			return -1;
 		}
 	}
@@ -1498,12 +1498,12 @@ static int attach_devices(struct xhci *x, struct config_node *node, char *err, s
 		struct usb_device *d;
 
 		if (dev == NULL || strcmp(dev, "tablet") != 0) {
-			snprintf(err, errlen, "xhci: unknown device '%s' in slot %s",
+			snprintf(err, errlen, "unknown device '%s' in slot %s",
 			         dev ? dev : "(none)", config_node_name(s));
 			return -1;
 		}
 		if (port > XHCI_NPORTS_USB2) {
-			snprintf(err, errlen, "xhci: at most %u devices", XHCI_NPORTS_USB2);
+			snprintf(err, errlen, "at most %u devices", XHCI_NPORTS_USB2);
 			return -1;
 		}
 		if ((d = usb_tablet_create(err, errlen)) == NULL)
@@ -1538,7 +1538,7 @@ static int xhci_init(struct machine *m, struct pci_func *f, struct config_node *
 	f->cap_end = 0x70;             /* capabilities after SBRN/FLADJ */
 	if (pci_alloc_bar(f, 0, PCI_BAR_MEM64, XHCI_BAR_SIZE) < 0 || pci_add_msi_cap(f, 1) < 0 ||
 	    pci_add_msix_cap(f, 1, XHCI_MSIX_BAR) < 0) {
-		snprintf(err, errlen, "xhci: no room for the BARs");
+		snprintf(err, errlen, "no room for the BARs");
 		return -1;
 	}
 	pci_enable_intx(f);
