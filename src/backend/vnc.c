@@ -572,13 +572,13 @@ static int listen_tcp(struct vnc_server *s, const char *host, int port, bool war
 	int rc, fd = -1, saved = 0;
 
 	if (port < 0 || port > 65535) {
-		snprintf(err, errlen, "fbuf: VNC port %d is out of range (0-65535)", port);
+		snprintf(err, errlen, "VNC port %d is out of range (0-65535)", port);
 		return -1;
 	}
 	snprintf(portstr, sizeof(portstr), "%d", port);
 	rc = getaddrinfo(host, portstr, &hints, &res);
 	if (rc != 0) {
-		snprintf(err, errlen, "fbuf: VNC address %s: %s", host, gai_strerror(rc));
+		snprintf(err, errlen, "VNC address %s: %s", host, gai_strerror(rc));
 		return -1;
 	}
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
@@ -602,7 +602,7 @@ static int listen_tcp(struct vnc_server *s, const char *host, int port, bool war
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		snprintf(err, errlen, "fbuf: cannot listen for VNC on %s port %d: %s", host, port,
+		snprintf(err, errlen, "cannot listen for VNC on %s port %d: %s", host, port,
 		         strerror(saved));
 		return -1;
 	}
@@ -636,7 +636,7 @@ static int listen_unix(const char *path, char *err, size_t errlen)
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 
 	if (strlen(path) >= sizeof(sun.sun_path)) {
-		snprintf(err, errlen, "fbuf: VNC socket path too long (at most %zu bytes): %s",
+		snprintf(err, errlen, "VNC socket path too long (at most %zu bytes): %s",
 		         sizeof(sun.sun_path) - 1, path);
 		return -1;
 	}
@@ -644,8 +644,7 @@ static int listen_unix(const char *path, char *err, size_t errlen)
 	remove_stale_socket(path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 || listen(fd, 16) != 0) {
-		snprintf(err, errlen, "fbuf: cannot listen for VNC on %s: %s", path,
-		         strerror(errno));
+		snprintf(err, errlen, "cannot listen for VNC on %s: %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -679,13 +678,12 @@ static void server_free(struct vnc_server *s)
 static bool check_config(const struct vnc_config *c, char *err, size_t errlen)
 {
 	if (c->password && (c->password[0] == '\0' || strlen(c->password) > VNC_PASSWORD_MAX)) {
-		snprintf(err, errlen,
-		         "fbuf: password must be 1 to %d characters (VNC authentication)",
+		snprintf(err, errlen, "password must be 1 to %d characters (VNC authentication)",
 		         VNC_PASSWORD_MAX);
 		return false;
 	}
 	if (c->width == 0 || c->height == 0 || c->width > VNC_MAX_DIM || c->height > VNC_MAX_DIM) {
-		snprintf(err, errlen, "fbuf: bad VNC frame size %ux%u", c->width, c->height);
+		snprintf(err, errlen, "bad VNC frame size %ux%u", c->width, c->height);
 		return false;
 	}
 	return true;
@@ -747,7 +745,7 @@ struct vnc_server *vnc_start(const struct vnc_config *c, char *err, size_t errle
 		return NULL;
 	s = calloc(1, sizeof(*s));
 	if (s == NULL) {
-		snprintf(err, errlen, "fbuf: out of memory for the VNC server");
+		snprintf(err, errlen, "out of memory for the VNC server");
 		return NULL;
 	}
 	s->listen_fd = s->wake[0] = s->wake[1] = -1;
@@ -766,7 +764,7 @@ struct vnc_server *vnc_start(const struct vnc_config *c, char *err, size_t errle
 	}
 	if (s->listen_fd >= FD_SETSIZE || pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0 ||
 	    s->wake[0] >= FD_SETSIZE || !setup_screen(s, c)) {
-		snprintf(err, errlen, "fbuf: cannot set up the VNC server");
+		snprintf(err, errlen, "cannot set up the VNC server");
 		server_free(s);
 		return NULL;
 	}
@@ -776,7 +774,7 @@ struct vnc_server *vnc_start(const struct vnc_config *c, char *err, size_t errle
 	int rc = pthread_create(&s->thread, NULL, vnc_main, s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
-		snprintf(err, errlen, "fbuf: cannot start the VNC thread: %s", strerror(rc));
+		snprintf(err, errlen, "cannot start the VNC thread: %s", strerror(rc));
 		server_free(s);
 		return NULL;
 	}

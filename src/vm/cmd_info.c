@@ -252,13 +252,14 @@ static void show_networks(const struct vm_guest *g)
 	}
 }
 
-/* "vnc: ADDR" of a running guest's VNC server and whether khyve waits for
- * a client before the guest runs; "-" for a guest without graphics. */
+/* "vnc: ADDR" of a running guest's VNC server and whether khyve was started
+ * with wait (the flag in run.state: it does not say whether a client has
+ * come since); "-" for a guest without graphics. */
 static void show_vnc(const struct vm_guest *g, const struct vm_status *st)
 {
 	if (st->state == VM_RUNNING && st->vnc[0])
 		printf("  vnc: %s%s\n", st->vnc,
-		       st->vnc_wait ? " (the guest waits for the first client)" : "");
+		       st->vnc_wait ? " (wait: the guest starts at the first VNC client)" : "");
 	else if (rcconf_get_yes(g->conf, "graphics"))
 		printf("  vnc: - (graphics=\"yes\"; shown while it runs)\n");
 	else

@@ -707,22 +707,29 @@ static int add_random(struct build *b)
 
 /* ---- graphics ---- */
 
-/* A yes/no setting, checked: vm-bhyve's checkyesno words, any case. */
-static int setting_yesno(struct build *b, const char *key, bool def, bool *out)
+/* One of vm-bhyve's checkyesno words, any case: true with *out set. */
+static bool yesno_word(const char *v, bool *out)
 {
 	static const char *const yes[] = {"yes", "true", "on", "1"};
 	static const char *const no[] = {"no", "false", "off", "0"};
-	const char *v = setting(b, key);
 
-	*out = def;
-	if (v == NULL)
-		return 0;
 	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
 		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
 			*out = strcasecmp(v, yes[i]) == 0;
-			return 0;
+			return true;
 		}
 	}
+	return false;
+}
+
+/* A yes/no setting, checked: vm-bhyve's checkyesno words, any case. */
+static int setting_yesno(struct build *b, const char *key, bool def, bool *out)
+{
+	const char *v = setting(b, key);
+
+	*out = def;
+	if (v == NULL || yesno_word(v, out))
+		return 0;
 	return bad_value(b, key, "want yes or no");
 }
 
@@ -778,7 +785,8 @@ static int graphics_wait(struct build *b, bool *wait)
 	const char *v = setting(b, "graphics_wait");
 
 	if (v && strcasecmp(v, "auto") != 0)
-		return setting_yesno(b, "graphics_wait", false, wait);
+		return yesno_word(v, wait) ? 0
+		                           : bad_value(b, "graphics_wait", "want yes, no or auto");
 	/* As vm-bhyve: only the install's first boot waits (the supervisor
 	 * drops the medium, so `install`, for later boots). */
 	*wait = b->opts->install && b->opts->iso;

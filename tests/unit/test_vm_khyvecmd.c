@@ -756,7 +756,7 @@ static void test_graphics_errors(void **state)
 	    {"graphics_port=0", "graphics_port=\"0\": want a whole number from 1 to 65535"},
 	    {"graphics_listen=localhost",
 	     "graphics_listen=\"localhost\": want an IP address such as 127.0.0.1, 0.0.0.0 or ::1"},
-	    {"graphics_wait=sometimes", "graphics_wait=\"sometimes\": want yes or no"},
+	    {"graphics_wait=sometimes", "graphics_wait=\"sometimes\": want yes, no or auto"},
 	    {"graphics_vga=yes", "graphics_vga=\"yes\": want io, on or off"},
 	    {"vnc_password=toolongpw",
 	     "vnc_password: at most 8 characters (VNC authentication uses no more)"},

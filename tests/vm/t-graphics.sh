@@ -102,7 +102,7 @@ guest waiter graphics=yes graphics_wait=yes
 vm start waiter >/dev/null
 until_state waiter Running
 i=0
-until vm info waiter | grep -q '^  vnc: 127\.0\.0\.1:[0-9]* (the guest waits for the first client)$'; do
+until vm info waiter | grep -q '^  vnc: 127\.0\.0\.1:[0-9]* (wait: the guest starts at the first VNC client)$'; do
 	i=$((i + 1))
 	[ $i -lt 50 ] || die "info waiter: $(vm info waiter)"
 	sleep 0.1
