@@ -12,12 +12,14 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CPPFLAGS := -D_GNU_SOURCE -Isrc
 CFLAGS   := -std=gnu11 $(WARN) $(OPT) -pthread -MMD -MP
 LDFLAGS  := -pthread
-LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd 2>/dev/null || echo -luring -lmd)
+LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd libvncserver zlib 2>/dev/null || \
+              echo -luring -lmd -lvncserver -lz)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 # A fresh machine lacks the libraries: stop with what to install rather than
 # on a missing liburing.h.  check, demo and check-deps install them first.
-BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev
+BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev libvncserver:libvncserver-dev \
+              libpng:libpng-dev zlib:zlib1g-dev
 ifneq ($(filter unit,$(MAKECMDGOALS)),)
 BUILD_PKGS += cmocka:libcmocka-dev
 endif
@@ -113,6 +115,31 @@ $(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ)
 	$(call say,TEST-SAN,$@)$(CC) $(CPPFLAGS) -Itests/unit $(CMOCKA_CFLAGS) $(CFLAGS) $(SAN) -O1 -o $@ $< \
 		$(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ) $(CMOCKA_LIBS) $(LIBS) $(VM_LIBS) $(LDFLAGS)
 
+# ---- the VNC test client (tests/vnc/vncshot.c) and the VNC server's tests ----
+VNCSHOT_LIBS = $(shell $(PKG_CONFIG) --libs libvncclient libpng 2>/dev/null || echo -lvncclient -lpng)
+
+$(BUILD)/tests/vncshot: tests/vnc/vncshot.c $(BUILD)/obj/src/lib/keymap.o
+	@mkdir -p $(@D) $(BUILD)/obj/tests
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/tests/$(notdir $@).d -o $@ $< \
+		$(BUILD)/obj/src/lib/keymap.o $(VNCSHOT_LIBS) $(LDFLAGS)
+
+# The fake display (tests/vnc/fakedisplay.c): the VNC server over a known
+# pattern, with sinks that print the input that arrives; plain and ASan.
+$(BUILD)/tests/vnc-fakedisplay: tests/vnc/fakedisplay.c $(CORE_OBJ)
+	@mkdir -p $(@D) $(BUILD)/obj/tests
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/tests/$(notdir $@).d -o $@ $< \
+		$(CORE_OBJ) $(LIBS) $(LDFLAGS)
+
+$(BUILD)/san/tests/vnc-fakedisplay: tests/vnc/fakedisplay.c $(CORE_SAN_OBJ)
+	@mkdir -p $(@D) $(BUILD)/san/obj/tests
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN) -O1 -MF $(BUILD)/san/obj/tests/$(notdir $@).d \
+		-o $@ $< $(CORE_SAN_OBJ) $(LIBS) $(LDFLAGS)
+
+.PHONY: vnc-tests
+vnc-tests: $(BUILD)/tests/vncshot $(BUILD)/tests/vnc-fakedisplay $(BUILD)/san/tests/vnc-fakedisplay
+	@tests/vnc/run $(BUILD)/tests/vncshot $(BUILD)/tests/vnc-fakedisplay
+	@tests/vnc/run $(BUILD)/tests/vncshot $(BUILD)/san/tests/vnc-fakedisplay
+
 # ---- tiny test guests: flat ROM images, no FPU/SSE ----
 $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.inc
 	@mkdir -p $(@D)
@@ -154,7 +181,24 @@ $(BUILD)/bench/guests/boot-%.img: bench/guests/tiny.S bench/guests/boot.ld
 	$(Q)ld -m elf_x86_64 -T bench/guests/boot.ld -o $(@:.img=.elf) $(@:.img=.o)
 	$(Q)objcopy -O binary $(@:.img=.elf) $@
 
-bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/nvme-harness $(BUILD)/bin/runstat $(BENCH_GUESTS)
+# Boot sectors and the client for bench/vnc.
+FB_BENCH_GUESTS := $(BUILD)/bench/guests/fb-text.img $(BUILD)/bench/guests/fb-fb1024.img \
+                   $(BUILD)/bench/guests/fb-fb1920.img
+fb_bench_defs = $(if $(filter text,$(1)),-DTEXT,-DFB_W=$(if $(filter fb1024,$(1)),1024 -DFB_H=768,1920 -DFB_H=1080))
+$(BUILD)/bench/guests/fb-%.img: bench/guests/fbbench.S bench/guests/boot.ld
+	@mkdir -p $(@D)
+	$(call say,GUEST,$@)$(CC) -c -nostdlib $(call fb_bench_defs,$*) -o $(@:.img=.o) $<
+	$(Q)ld -m elf_x86_64 -T bench/guests/boot.ld -o $(@:.img=.elf) $(@:.img=.o)
+	$(Q)objcopy -O binary $(@:.img=.elf) $@
+	$(Q)truncate -s 1M $@ # a disk SeaBIOS reads, not one lone sector
+
+$(BUILD)/bin/vncbench: bench/vncbench.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(CPPFLAGS) $(CFLAGS) $(shell $(PKG_CONFIG) --cflags libvncclient) \
+		-o $@ $< $(LDFLAGS) $(shell $(PKG_CONFIG) --libs libvncclient)
+
+bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/nvme-harness $(BUILD)/bin/runstat $(BENCH_GUESTS) \
+       $(FB_BENCH_GUESTS) $(BUILD)/bin/vncbench
 
 # ---- libFuzzer targets (tests/fuzz/): clang only, the core rebuilt with
 # coverage instrumentation and ASan+UBSan in its own object dir ----
@@ -188,7 +232,8 @@ fuzz-smoke: $(FUZZ_BIN)
 
 # ---- the test suite ----
 check-deps:
-	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev acpica-tools \
+	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev \
+		libvncserver-dev libpng-dev python3 acpica-tools zlib1g-dev console-setup-linux \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
@@ -251,6 +296,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
 	@$(MAKE) --no-print-directory doc-tests
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory vnc-tests
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory vm-tests
 	@$(MAKE) --no-print-directory guest-tests

@@ -14,8 +14,9 @@ struct vnc_server;
 
 /* What fbuf's options say (tcp=, unix=, password=, wait, w=, h=). */
 struct vnc_config {
-	const char *host;       /* listen address (IPv4 or IPv6 literal, or a name) */
-	int port;               /* TCP port */
+	const char *host;       /* listen address (IPv4 or IPv6 literal, or a name);
+	                         * NULL is 127.0.0.1 */
+	int port;               /* TCP port; 0 picks a free one (vnc_port()) */
 	const char *unix_path;  /* listen on this UNIX socket instead, or NULL */
 	const char *password;   /* VNC authentication (at most 8 characters), or NULL */
 	uint32_t width, height; /* the first frame's size, before the guest draws */
@@ -32,6 +33,23 @@ struct vnc_config {
  * address without a password.  NULL with a one-line reason in `err`.
  */
 struct vnc_server *vnc_start(const struct vnc_config *c, char *err, size_t errlen);
+
+/* The TCP port the server listens on (the one bound when the config asked
+ * for port 0), or 0 on a UNIX socket. */
+int vnc_port(const struct vnc_server *s);
+
+/* What the server has sent since it started, over all clients (for the
+ * benchmark, bench/vnc): update bytes as libvncserver counts them, framebuffer
+ * update messages, and refreshes that found the frame changed. */
+struct vnc_stats {
+	uint64_t bytes_sent;
+	uint64_t updates_sent;
+	uint64_t changed_refreshes;
+};
+
+/* A snapshot of the counters; any thread.  Updated by the VNC thread about
+ * 30 times a second. */
+void vnc_get_stats(struct vnc_server *s, struct vnc_stats *st);
 
 /* Stop the thread, close every client and the listening socket. */
 void vnc_stop(struct vnc_server *s);

@@ -170,7 +170,7 @@ static size_t build_facs(struct tbuf *t)
 }
 
 /* FADT revision 6 (276 bytes), ACPI 6.4 section 5.2.9. */
-static size_t build_fadt(struct tbuf *t, size_t facs, size_t dsdt)
+static size_t build_fadt(struct tbuf *t, size_t facs, size_t dsdt, bool legacy_vga)
 {
 	const uint32_t len = 276;
 	size_t off = alloc(t, len, 16);
@@ -190,7 +190,7 @@ static size_t build_fadt(struct tbuf *t, size_t facs, size_t dsdt)
 	put(t, off + 96, 0xffff, 2);        /* P_LVL2_LAT: C2 not supported */
 	put(t, off + 98, 0xffff, 2);        /* P_LVL3_LAT: C3 not supported */
 	put(t, off + 108, 0x32, 1);         /* CENTURY register in CMOS */
-	put(t, off + 109, IAPC_VGA_NOT_PRESENT, 2);
+	put(t, off + 109, legacy_vga ? 0 : IAPC_VGA_NOT_PRESENT, 2);
 	put(t, off + 112,
 	    FADT_WBINVD | FADT_PROC_C1 | FADT_SLP_BUTTON | FADT_TMR_VAL_EXT | FADT_RESET_REG_SUP,
 	    4);
@@ -444,7 +444,7 @@ static size_t build_all(struct tbuf *t0, const struct acpi_config *cfg)
 	rsdp = alloc(&t, 36, 16);
 	facs = build_facs(&t);
 	dsdt = build_dsdt(&t, cfg);
-	fadt = build_fadt(&t, facs, dsdt);
+	fadt = build_fadt(&t, facs, dsdt, cfg->legacy_vga);
 	madt = build_madt(&t, cfg);
 	tables[0] = fadt;
 	tables[1] = madt;

@@ -33,6 +33,9 @@ struct acpi_config {
 	/* Optional: more AML inside PCI0 (device-specific objects). */
 	void (*pci_dsdt)(struct aml *a, void *arg);
 	void *pci_dsdt_arg;
+	/* A legacy VGA exists (fbuf vga=on|io): the FADT's IAPC_BOOT_ARCH
+	 * then clears "VGA Not Present" (ACPI 6.4 table 5.11). */
+	bool legacy_vga;
 };
 
 /*

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dev/fbuf.h"
 #include "lib/file.h"
 
 /* Setup header fields, as offsets into the bzImage / zero page. */
@@ -28,6 +29,17 @@
 #define HDR_INIT_SIZE       0x260
 
 /* Zero page fields outside the setup header. */
+/* struct screen_info at the start of the zero page (Linux
+ * include/uapi/linux/screen_info.h). */
+#define ZP_ORIG_X              0x00
+#define ZP_ORIG_Y              0x01
+#define ZP_ORIG_VIDEO_MODE     0x06
+#define ZP_ORIG_VIDEO_COLS     0x07
+#define ZP_ORIG_VIDEO_EGA_BX   0x0a
+#define ZP_ORIG_VIDEO_LINES    0x0e
+#define ZP_ORIG_VIDEO_ISVGA    0x0f
+#define ZP_ORIG_VIDEO_POINTS   0x10
+#define VIDEO_TYPE_VGAC        0x22
 #define ZP_ACPI_RSDP_ADDR      0x070
 #define ZP_EXT_RAMDISK_IMAGE   0x0c0
 #define ZP_EXT_RAMDISK_SIZE    0x0c4
@@ -156,6 +168,18 @@ void linux_build_zero_page(uint8_t *zp, const uint8_t *img, const struct bzimage
 	zp_store_e820(zp, map);
 }
 
+void linux_zp_vga_text(uint8_t *zp)
+{
+	zp[ZP_ORIG_X] = 0;
+	zp[ZP_ORIG_Y] = 0; /* nothing written yet: the cursor on the first line */
+	zp[ZP_ORIG_VIDEO_MODE] = 3;
+	zp[ZP_ORIG_VIDEO_COLS] = 80;
+	set_le(zp + ZP_ORIG_VIDEO_EGA_BX, 0x0003, 2); /* int 10h AH=12h BL=10h: colour, 256K */
+	zp[ZP_ORIG_VIDEO_LINES] = 25;
+	zp[ZP_ORIG_VIDEO_ISVGA] = VIDEO_TYPE_VGAC;
+	set_le(zp + ZP_ORIG_VIDEO_POINTS, 16, 2);
+}
+
 /* GDT with __BOOT_CS (64-bit code) and __BOOT_DS, as boot.rst requires. */
 static int write_gdt(const struct guest_mem *gm)
 {
@@ -238,6 +262,8 @@ int bzimage_load(const struct guest_mem *gm, const uint8_t *img, size_t len,
 	}
 	linux_build_zero_page(zp, img, &info, LINUX_CMDLINE_GPA, initrd_gpa, initrd_size, map,
 	                      rsdp_gpa);
+	if (fbuf_vga_text())
+		linux_zp_vga_text(zp);
 	*cpu = (struct boot_cpu_state){
 	    .mode = BOOT_LONG64,
 	    .rip = LINUX_KERNEL_GPA + 0x200, /* startup_64 */

@@ -48,6 +48,14 @@ int bzimage_parse(const uint8_t *img, size_t len, struct bzimage_info *info, cha
                   size_t errlen);
 
 /*
+ * Fill the zero page's screen_info (Linux include/uapi/linux/screen_info.h)
+ * for 80x25 colour VGA text (mode 3, 16-line font, cursor at the top left),
+ * as a BIOS boot loader leaves it, so vgacon takes the console.  The loader
+ * calls it when an fbuf with legacy VGA memory (vga=on) exists.
+ */
+void linux_zp_vga_text(uint8_t *zp);
+
+/*
  * Fill the 4 KiB zero page `zp`: the setup header copied from `img`, loader
  * fields, command line pointer, initrd (gpa 0 = none), e820 map and RSDP.
  */

@@ -29,6 +29,29 @@ struct vga;
  */
 struct vga *vga_create(struct machine *m, bool memory, char *err, size_t errlen);
 
+/* Unregister the ports and window and free the VGA (NULL is ignored).
+ * `m` may be NULL in vga_create() for a VGA on no bus (unit tests). */
+void vga_destroy(struct vga *vga);
+
+/*
+ * Load a PSF1 or PSF2 console font (gzip-compressed or plain, 8 dots wide,
+ * up to 32 lines) into plane 2 as font 0: the glyphs for code page 437's
+ * 256 characters through the font's unicode table, or its first 256 when it
+ * has none; shade and block characters it lacks are drawn.  vga_create()
+ * tries Debian console-setup-linux's VGA fonts.  0, or -1 with a reason in
+ * `err` (plane 2 unchanged).
+ */
+int vga_load_font(struct vga *vga, const char *path, char *err, size_t errlen);
+
+/* One byte of the 0xA0000-0xBFFFF window at `offset` (0-0x1FFFF) through the
+ * read/write modes, as the MMIO handler does (tests, fuzzing). */
+uint8_t vga_mem_read(struct vga *vga, uint32_t offset);
+void vga_mem_write(struct vga *vga, uint32_t offset, uint8_t val);
+
+/* Fix the text blink and cursor phase (0 off, 1 on) for reproducible
+ * renders; -1 (the default) follows the clock. */
+void vga_set_blink_phase(struct vga *vga, int phase);
+
 /* Register access as through `port` (0x3B0-0x3DF); `size` 1 or 2 (a 16-bit
  * access is index then data).  fbuf's MMIO BAR forwards its 0x400-0x41F
  * range here (port 0x3C0 + offset - 0x400). */

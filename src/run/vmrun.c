@@ -19,6 +19,7 @@
 #include "core/machine.h"
 #include "core/mevent.h"
 #include "core/vcpu_loop.h"
+#include "dev/fbuf.h"
 #include "dev/lpc.h"
 #include "dev/pflash.h"
 #include "dev/pm.h"
@@ -106,6 +107,7 @@ static void fill_acpi_config(struct machine *m, struct acpi_config *cfg)
 	pci_mmio64_window(&cfg->mmio64_base, &cfg->mmio64_size);
 	cfg->pci_dsdt = pci_write_dsdt;
 	cfg->lpc_dsdt = lpc_write_dsdt;
+	cfg->legacy_vga = fbuf_legacy_vga();
 }
 
 /* ACPI tables at ACPI_TABLES_GPA; returns the RSDP's address or 0. */

@@ -109,13 +109,15 @@ static int list_one(struct vm_guest *g, void *arg)
 	vm_status_format(&st, state, sizeof(state));
 	autostart(c->sys, g->name, aut, sizeof(aut));
 	usage_columns(st.state == VM_RUNNING ? st.khyve : 0, pcpu, rsz, up);
+	/* As vm-bhyve: the VNC address while the guest runs, else "-". */
+	const char *vnc = st.state == VM_RUNNING && st.vnc[0] ? st.vnc : "-";
 	const char *cols[LIST_COLS] = {g->name,
 	                               g->datastore,
 	                               g->conf ? rcconf_get_default(g->conf, "loader", "none")
 	                                       : "(bad config)",
 	                               g->conf ? rcconf_get_default(g->conf, "cpu", "-") : "-",
 	                               g->conf ? rcconf_get_default(g->conf, "memory", "-") : "-",
-	                               "-",
+	                               vnc,
 	                               aut,
 	                               state,
 	                               pcpu,
@@ -250,6 +252,19 @@ static void show_networks(const struct vm_guest *g)
 	}
 }
 
+/* "vnc: ADDR" of a running guest's VNC server and whether khyve waits for
+ * a client before the guest runs; "-" for a guest without graphics. */
+static void show_vnc(const struct vm_guest *g, const struct vm_status *st)
+{
+	if (st->state == VM_RUNNING && st->vnc[0])
+		printf("  vnc: %s%s\n", st->vnc,
+		       st->vnc_wait ? " (the guest waits for the first client)" : "");
+	else if (rcconf_get_yes(g->conf, "graphics"))
+		printf("  vnc: - (graphics=\"yes\"; shown while it runs)\n");
+	else
+		printf("  vnc: -\n");
+}
+
 static void show_guest(const struct vm_sys *sys, const struct vm_guest *g)
 {
 	struct vm_status st;
@@ -271,6 +286,7 @@ static void show_guest(const struct vm_sys *sys, const struct vm_guest *g)
 		       rcconf_get_default(g->conf, "cpu_cores", "1"),
 		       rcconf_get_default(g->conf, "cpu_threads", "1"));
 	show(g, "  ", "memory", NULL, "-");
+	show_vnc(g, &st);
 	if (st.state == VM_RUNNING)
 		printf("\n  console-ports\n    com1: %s/com1.pty\n", g->dir);
 	show_networks(g);

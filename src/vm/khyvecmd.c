@@ -2,7 +2,8 @@
  * From a guest's vm-bhyve settings to khyve's command line (khyvecmd.h),
  * in the device order of vm-bhyve's vm::run: the host bridge in slot 0,
  * the disks from start_slot on, then the network interfaces, then
- * virtio-rnd, and the LPC bridge in slot 31 with the COM ports on it.
+ * virtio-rnd, the graphics console (fbuf, slot 29) and its USB tablet
+ * (xhci, slot 30), and the LPC bridge in slot 31 with the COM ports on it.
  *
  * Where khyve differs from bhyve, and so do we:
  * - Every device gets a slot of its own.  Outside UEFI mode vm-bhyve packs
@@ -17,6 +18,9 @@
  *   install medium (install_slot, 3) and the GRUB CD (slot 2) sit below
  *   the guest's disks and boot first.
  * - COM ports are ptys (`-l comN,pty=DIR/comN.pty`) rather than nmdm.
+ * - graphics works with every loader (vm-bhyve: UEFI only), in fixed slots
+ *   (vm-bhyve: the next after the NICs) and listens on 127.0.0.1 unless
+ *   graphics_listen says otherwise (vm-bhyve: 0.0.0.0).
  */
 #include "vm/khyvecmd.h"
 
@@ -27,15 +31,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "lib/mac.h"
 #include "lib/parse.h"
+#include "vm/graphics.h"
 #include "vm/net.h"
 
 #define SLOT_LAST      30 /* the last slot for disks, NICs, ...; 31 is the LPC bridge */
 #define SLOT_LPC       31
 #define SLOT_GRUB      2   /* below install_slot (3) and start_slot (4) */
+#define SLOT_FBUF      29  /* graphics: fixed slots, so a new disk or NIC never moves */
+#define SLOT_XHCI      30  /* the display or the tablet (Windows would see new devices) */
 #define VM_MAX_VCPUS   288 /* khyve's limit (KHYVE_MAX_VCPUS, src/vmm/topology.h) */
 #define AHCI_MAX_PORTS 32
 
@@ -56,6 +65,7 @@ struct build {
 	enum loader loader;
 	unsigned next_slot; /* where the next disk, NIC, ... goes */
 	bool slot_used[SLOT_LPC + 1];
+	bool fbuf, xhci; /* graphics="yes", xhci_mouse */
 };
 
 /* ---- errors ---- */
@@ -476,6 +486,12 @@ static int plan_slots(struct build *b, unsigned *install_slot)
 			                 "loader grub boots from slot 2; use 3 or above");
 		b->slot_used[SLOT_GRUB] = true;
 	}
+	if (b->opts->install && b->opts->iso &&
+	    ((b->fbuf && *install_slot == SLOT_FBUF) || (b->xhci && *install_slot == SLOT_XHCI)))
+		return bad_value(b, "install_slot",
+		                 "slots 29 and 30 hold the graphics console and its tablet");
+	b->slot_used[SLOT_FBUF] |= b->fbuf;
+	b->slot_used[SLOT_XHCI] |= b->xhci;
 	if (b->opts->install && b->opts->iso)
 		b->slot_used[*install_slot] = true;
 	b->next_slot = start;
@@ -689,6 +705,199 @@ static int add_random(struct build *b)
 	return take_slot(b, &slot) < 0 ? -1 : add_device(b, slot, "virtio-rnd");
 }
 
+/* ---- graphics ---- */
+
+/* A yes/no setting, checked: vm-bhyve's checkyesno words, any case. */
+static int setting_yesno(struct build *b, const char *key, bool def, bool *out)
+{
+	static const char *const yes[] = {"yes", "true", "on", "1"};
+	static const char *const no[] = {"no", "false", "off", "0"};
+	const char *v = setting(b, key);
+
+	*out = def;
+	if (v == NULL)
+		return 0;
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
+			*out = strcasecmp(v, yes[i]) == 0;
+			return 0;
+		}
+	}
+	return bad_value(b, key, "want yes or no");
+}
+
+/* graphics and xhci_mouse (vm-bhyve adds the tablet whenever it is asked for). */
+static int read_graphics(struct build *b)
+{
+	if (setting_yesno(b, "graphics", false, &b->fbuf) < 0)
+		return -1;
+	return setting_yesno(b, "xhci_mouse", b->fbuf, &b->xhci);
+}
+
+/* The frame buffer sizes khyve's fbuf takes (its w= and h=). */
+#define RES_MIN_W 640
+#define RES_MIN_H 480
+#define RES_MAX_W 3840
+#define RES_MAX_H 2160
+
+static bool res_ok(unsigned long n, unsigned min, unsigned max)
+{
+	return n >= min && n <= max && n % 8 == 0;
+}
+
+/* graphics_res="WxH", 1024x768 when unset. */
+static int graphics_res(struct build *b, unsigned *w, unsigned *h)
+{
+	const char *v = setting(b, "graphics_res");
+	unsigned long pw, ph;
+	char *end;
+
+	*w = 1024;
+	*h = 768;
+	if (v == NULL)
+		return 0;
+	if (!isdigit((unsigned char)v[0]))
+		goto bad;
+	pw = strtoul(v, &end, 10);
+	if (*end != 'x' || !isdigit((unsigned char)end[1]))
+		goto bad;
+	ph = strtoul(end + 1, &end, 10);
+	if (*end || !res_ok(pw, RES_MIN_W, RES_MAX_W) || !res_ok(ph, RES_MIN_H, RES_MAX_H))
+		goto bad;
+	*w = (unsigned)pw;
+	*h = (unsigned)ph;
+	return 0;
+bad:
+	return bad_value(b, "graphics_res",
+	                 "want WIDTHxHEIGHT from 640x480 to 3840x2160, each a multiple of 8");
+}
+
+/* graphics_wait: yes, no, or auto (the default): wait while installing. */
+static int graphics_wait(struct build *b, bool *wait)
+{
+	const char *v = setting(b, "graphics_wait");
+
+	if (v && strcasecmp(v, "auto") != 0)
+		return setting_yesno(b, "graphics_wait", false, wait);
+	/* As vm-bhyve: only the install's first boot waits (the supervisor
+	 * drops the medium, so `install`, for later boots). */
+	*wait = b->opts->install && b->opts->iso;
+	return 0;
+}
+
+/* graphics_vga: bhyve's io, on or off; unset leaves khyve's default. */
+static int graphics_vga(struct build *b, const char **vga)
+{
+	*vga = setting(b, "graphics_vga");
+	if (*vga == NULL || !strcmp(*vga, "io") || !strcmp(*vga, "on") || !strcmp(*vga, "off"))
+		return 0;
+	return bad_value(b, "graphics_vga", "want io, on or off");
+}
+
+/* vnc_password: VNC authentication uses 8 characters at most, as bhyve. */
+static int vnc_password(struct build *b, const char **pw)
+{
+	size_t len;
+
+	*pw = setting(b, "vnc_password");
+	if (*pw == NULL)
+		return 0;
+	len = strlen(*pw);
+	for (size_t i = 0; i < len; i++)
+		if ((*pw)[i] <= ' ' || (*pw)[i] > '~' || (*pw)[i] == ',')
+			return fail(b, "vnc_password: want printable characters without blanks "
+			               "or commas");
+	if (len > 8)
+		return fail(b, "vnc_password: at most 8 characters (VNC authentication "
+		               "uses no more)");
+	return 0;
+}
+
+/*
+ * graphics_listen as khyve's tcp= takes it: "ADDR" or "[V6ADDR]".  The
+ * default is the loopback address, not vm-bhyve's 0.0.0.0: khyve listens
+ * nowhere else unless told to (reach it through an SSH tunnel).
+ */
+static int graphics_listen(struct build *b, char *out, size_t len)
+{
+	const char *v = setting(b, "graphics_listen");
+	unsigned char addr[16];
+
+	if (v == NULL)
+		v = "127.0.0.1";
+	if (inet_pton(AF_INET, v, addr) == 1)
+		snprintf(out, len, "%s", v);
+	else if (inet_pton(AF_INET6, v, addr) == 1)
+		snprintf(out, len, "[%s]", v);
+	else
+		return bad_value(b, "graphics_listen",
+		                 "want an IP address such as 127.0.0.1, 0.0.0.0 or ::1");
+	return 0;
+}
+
+/*
+ * The VNC port: the caller's (a restart keeps its port), graphics_port as
+ * given (vm-bhyve: the user keeps them apart; khyve refuses a port in use),
+ * or the first from 5900 that nothing on this host listens on and no
+ * other running guest has taken.
+ */
+static int graphics_port(struct build *b, unsigned *port)
+{
+	struct vm_ports *taken;
+	int rc;
+
+	if (setting_uint(b, "graphics_port", VM_VNC_PORT_FIRST, 1, 65535, port) < 0)
+		return -1;
+	if (b->opts->vnc_port)
+		*port = b->opts->vnc_port;
+	if (b->opts->vnc_port || setting(b, "graphics_port") || b->opts->settings_only)
+		return 0;
+	if ((taken = malloc(sizeof(*taken))) == NULL)
+		return out_of_memory(b);
+	vm_ports_taken(b->sys, b->g->name, taken);
+	rc = vm_port_first_free(taken, VM_VNC_PORT_FIRST, port);
+	free(taken);
+	if (rc < 0)
+		return fail(b,
+		            "graphics: no free TCP port from %u to %u for VNC; set graphics_port",
+		            VM_VNC_PORT_FIRST, VM_VNC_PORT_FIRST + VM_VNC_PORT_SEARCH - 1);
+	return 0;
+}
+
+/* `-s 29,fbuf,tcp=ADDR:PORT,w=W,h=H[,vga=V][,password=PW][,wait]` */
+static int add_fbuf(struct build *b)
+{
+	char listen[64], conf[256];
+	const char *vga, *pw;
+	unsigned w, h, port;
+	bool wait;
+	int n;
+
+	if (!b->fbuf)
+		return 0;
+	if (graphics_listen(b, listen, sizeof(listen)) < 0 || graphics_res(b, &w, &h) < 0 ||
+	    graphics_wait(b, &wait) < 0 || graphics_vga(b, &vga) < 0 || vnc_password(b, &pw) < 0 ||
+	    graphics_port(b, &port) < 0)
+		return -1;
+	n = snprintf(conf, sizeof(conf), "fbuf,tcp=%s:%u,w=%u,h=%u%s%s%s%s%s", listen, port, w, h,
+	             vga ? ",vga=" : "", vga ? vga : "", pw ? ",password=" : "", pw ? pw : "",
+	             wait ? ",wait" : "");
+	if (n < 0 || (size_t)n >= sizeof(conf))
+		return out_of_memory(b);
+	if (b->opts->vnc) {
+		snprintf(b->opts->vnc->addr, sizeof(b->opts->vnc->addr), "%s:%u", listen, port);
+		b->opts->vnc->port = port;
+		b->opts->vnc->wait = wait;
+	}
+	return add_device(b, SLOT_FBUF, conf);
+}
+
+/* The USB tablet: the guest's pointer follows the VNC client's. */
+static int add_xhci(struct build *b)
+{
+	return b->xhci ? add_device(b, SLOT_XHCI, "xhci,tablet") : 0;
+}
+
 /* ---- COM ports ---- */
 
 /* "com1 com2": each comN once, N from 1 to 4; the first is the console. */
@@ -795,10 +1004,6 @@ static const char *unsupported_feature(const struct build *b, const char *key)
 {
 	static const char *const bare[] = {"", NULL};
 
-	if (strcmp(key, "graphics") == 0 && setting_yes(b, key, false))
-		return "graphics";
-	if (strcmp(key, "xhci_mouse") == 0 && setting_yes(b, key, false))
-		return "xhci_mouse";
 	if (strcmp(key, "sound") == 0 && setting_yes(b, key, false))
 		return "sound";
 	if (numbered_key(key, "passthru", bare) && setting(b, key))
@@ -851,11 +1056,13 @@ static int build_command(struct build *b)
 	unsigned install_slot;
 
 	if (read_loader(b) < 0 || add(b, b->sys->khyve) < 0 || add_cpu(b) < 0 ||
-	    add_memory(b) < 0 || add_flags(b) < 0 || plan_slots(b, &install_slot) < 0)
+	    add_memory(b) < 0 || add_flags(b) < 0 || read_graphics(b) < 0 ||
+	    plan_slots(b, &install_slot) < 0)
 		return -1;
 	if (add_hostbridge(b) < 0 || add_grub_image(b) < 0 ||
 	    add_install_media(b, install_slot) < 0 || add_disks(b) < 0 || add_nics(b) < 0 ||
-	    add_random(b) < 0 || add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
+	    add_random(b) < 0 || add_fbuf(b) < 0 || add_xhci(b) < 0 ||
+	    add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
 		return -1;
 	if (add_boot(b) < 0 || add_comports(b) < 0 || add_bhyve_options(b) < 0)
 		return -1;

@@ -34,6 +34,16 @@ struct vm_taps {
 	char name[VM_MAX_NICS][16]; /* tap interface of networkN ("" = none) */
 };
 
+/*
+ * The graphical console of a guest with graphics="yes" (khyve's fbuf, a
+ * VNC server), as vm_khyve_command() chose it.
+ */
+struct vm_vnc {
+	char addr[80]; /* "127.0.0.1:5900", "[::1]:5901"; "" without graphics */
+	unsigned port; /* the TCP port in addr; 0 without graphics */
+	bool wait;     /* khyve waits for the first VNC client before the guest runs */
+};
+
 struct vm_start_opts {
 	bool install;               /* `vm install`: boot from `iso` */
 	const char *iso;            /* install medium (absolute path) or NULL */
@@ -41,6 +51,8 @@ struct vm_start_opts {
 	const char *grub_image;     /* loader=grub: the boot image made for this run */
 	bool foreground;            /* `vm start -i`/console=tmux: com1 on stdio */
 	bool settings_only;         /* check the settings, not the host's files (configure) */
+	unsigned vnc_port;          /* graphics: this port (a restart keeps its port), 0: choose */
+	struct vm_vnc *vnc;         /* where to say where the VNC server listens, or NULL */
 };
 
 /*
@@ -48,6 +60,9 @@ struct vm_start_opts {
  * last element the guest name.  0, or -1 with a one-line reason in `err`
  * for a config khyve cannot run (bhyveload, a bad value in a key such as
  * cpu or memory, a missing disk).  Unknown keys are warned about once.
+ * graphics="yes" adds fbuf in slot 29 and (xhci_mouse) xhci in slot 30;
+ * without opts->vnc_port the VNC port is graphics_port, else the first
+ * free one from 5900 (see graphics.h).
  */
 int vm_khyve_command(const struct vm_sys *sys, const struct vm_guest *g,
                      const struct vm_start_opts *opts, struct argv *out, char *err, size_t errlen);

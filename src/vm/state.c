@@ -92,6 +92,8 @@ static void read_run_state(const struct vm_guest *g, struct vm_status *st)
 	st->supervisor = live_pid(rs, "supervisor", "supervisor_start");
 	st->khyve = live_pid(rs, "khyve", "khyve_start");
 	snprintf(st->console, sizeof(st->console), "%s", rcconf_get_default(rs, "console", ""));
+	snprintf(st->vnc, sizeof(st->vnc), "%s", rcconf_get_default(rs, "vnc", ""));
+	st->vnc_wait = rcconf_get_yes(rs, "vnc_wait");
 	rcconf_free(rs);
 }
 

@@ -7,6 +7,7 @@
 #ifndef KHYVE_VM_STATE_H
 #define KHYVE_VM_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -24,6 +25,8 @@ struct vm_status {
 	pid_t khyve;      /* 0 between restarts */
 	char host[256];   /* from run.lock */
 	char console[16]; /* "pty" or "tmux" */
+	char vnc[80];     /* graphics: "ADDR:PORT" of khyve's VNC server, else "" */
+	bool vnc_wait;    /* khyve was told to wait for the first VNC client */
 };
 
 /* Read the state of `g`.  Never fails: unreadable files read as Stopped. */

@@ -51,6 +51,8 @@ struct supervisor {
 	unsigned run;    /* 1, 2, ...: how many times khyve started */
 	int nice;        /* `priority` */
 	struct vm_taps taps;
+	struct vm_vnc vnc;   /* graphics: this run's VNC server ("" between runs) */
+	unsigned vnc_port;   /* graphics: the port of the first run, kept across restarts */
 	char grub[PATH_MAX]; /* loader=grub: this run's boot image */
 	time_t faults[FAULT_MAX + 1];
 	size_t nfaults;
@@ -317,6 +319,11 @@ static void write_state(struct supervisor *s, pid_t khyve, unsigned long long kh
 	rcconf_set(rs, "console", console_kind(s));
 	snprintf(v, sizeof(v), "%lld", (long long)s->started);
 	rcconf_set(rs, "started", v);
+	/* For vm list and info, and so that guests starting next choose other ports. */
+	if (s->vnc.addr[0]) {
+		rcconf_set(rs, "vnc", s->vnc.addr);
+		rcconf_set(rs, "vnc_wait", s->vnc.wait ? "yes" : "no");
+	}
 	if (rcconf_save(rs, s->state_path, err, sizeof(err)) < 0)
 		slog(s, "warning; %s", err);
 	rcconf_free(rs);
@@ -407,10 +414,13 @@ static int prepare_run(struct supervisor *s, struct argv *a)
 	struct vm_start_opts opts = {.install = s->iso != NULL,
 	                             .iso = s->iso,
 	                             .taps = &s->taps,
-	                             .foreground = s->o->foreground};
+	                             .foreground = s->o->foreground,
+	                             .vnc_port = s->vnc_port,
+	                             .vnc = &s->vnc};
 	char err[1024];
 
 	memset(&s->taps, 0, sizeof(s->taps));
+	memset(&s->vnc, 0, sizeof(s->vnc));
 	if (vm_net_prepare(s->sys, &s->g, &s->taps, err, sizeof(err)) < 0) {
 		fatal(s, "%s", err);
 		return -1;
@@ -427,6 +437,7 @@ static int prepare_run(struct supervisor *s, struct argv *a)
 		vm_net_release(s->sys, &s->g, &s->taps);
 		return -1;
 	}
+	s->vnc_port = s->vnc.port;
 	return 0;
 fail:
 	fatal(s, "%s", err);
@@ -545,6 +556,11 @@ static int run_once(struct supervisor *s)
 		argv_free(&a);
 		return -1;
 	}
+	/* The VNC port is taken from now on, before khyve listens on it. */
+	if (s->vnc.addr[0]) {
+		slog(s, "vnc on %s%s", s->vnc.addr, s->vnc.wait ? " (waits for a client)" : "");
+		write_state(s, 0, 0);
+	}
 	char *line = argv_to_shell(&a);
 	slog(s, " [khyve command: %s]", line ? line : "?");
 	free(line);
@@ -556,6 +572,7 @@ static int run_once(struct supervisor *s)
 	pid = spawn_khyve(s, &a);
 	argv_free(&a);
 	if (pid <= 0) {
+		memset(&s->vnc, 0, sizeof(s->vnc));
 		vm_net_release(s->sys, &s->g, &s->taps);
 		return pid < 0 ? -1 : -2;
 	}
@@ -571,6 +588,7 @@ static int run_once(struct supervisor *s)
 	if (ended < 0)
 		status = 4 << 8; /* lost our own child (cannot happen): an error */
 	khyve_pid = 0;
+	memset(&s->vnc, 0, sizeof(s->vnc));
 	write_state(s, 0, 0);
 	remove_stale_ptys(s);
 	vm_net_release(s->sys, &s->g, &s->taps);

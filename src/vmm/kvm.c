@@ -77,7 +77,98 @@ static int vm_set_user_memory(struct vm *vm, uint64_t gpa, uint64_t size, void *
 	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0)
 		return -1;
 	vm->next_slot++;
-	return gmem_add_region(&vm->mem, gpa, size, hva, ro);
+	if (gmem_add_region(&vm->mem, gpa, size, hva, ro) < 0)
+		return -1;
+	vm->mem.region[vm->mem.nregions - 1].slot = (int)r.slot;
+	return 0;
+}
+
+int vm_ram_window_add(struct vm *vm)
+{
+	if (vm->vm_fd < 0)
+		return -1;
+	return (int)vm->next_slot++;
+}
+
+int vm_ram_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on)
+{
+	struct kvm_userspace_memory_region r = {
+	    .slot = (uint32_t)slot,
+	    .flags = KVM_MEM_LOG_DIRTY_PAGES,
+	    .guest_phys_addr = on ? gpa : 0,
+	    .memory_size = on ? size : 0, /* size 0 deletes the slot */
+	    .userspace_addr = (uintptr_t)hva,
+	};
+
+	if (slot < 0 || (size & 0xfff) != 0 || (on && (gpa & 0xfff) != 0))
+		return -1;
+	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : 0;
+}
+
+int vm_ram_window_dirty(struct vm *vm, int slot, uint64_t *bitmap)
+{
+	struct kvm_dirty_log log = {.slot = (uint32_t)slot, .dirty_bitmap = bitmap};
+
+	if (slot < 0)
+		return -1;
+	return ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -1 : 0;
+}
+
+/* The writable region holding all of [gpa, gpa+size), or NULL. */
+static struct gmem_region *ram_region_of(struct vm *vm, uint64_t gpa, uint64_t size)
+{
+	for (unsigned i = 0; i < vm->mem.nregions; i++) {
+		struct gmem_region *r = &vm->mem.region[i];
+
+		if (!r->readonly && gpa >= r->gpa && size <= r->size &&
+		    gpa - r->gpa <= r->size - size)
+			return r;
+	}
+	return NULL;
+}
+
+static int set_slot(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva)
+{
+	struct kvm_userspace_memory_region r = {
+	    .slot = (uint32_t)slot,
+	    .guest_phys_addr = gpa,
+	    .memory_size = size,
+	    .userspace_addr = (uintptr_t)hva,
+	};
+
+	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : 0;
+}
+
+int vm_ram_hole(struct vm *vm, uint64_t gpa, uint64_t size)
+{
+	struct gmem_region *r = ram_region_of(vm, gpa, size);
+	uint64_t below, above_gpa, above;
+	uint8_t *hva;
+	int upper = (int)vm->next_slot;
+
+	if (r == NULL || size == 0 || ((gpa | size) & 0xfff) != 0 || vm->vm_fd < 0)
+		return -1;
+	below = gpa - r->gpa;
+	above_gpa = gpa + size;
+	above = r->gpa + r->size - above_gpa;
+	hva = r->hva;
+	/* KVM cannot shrink a slot in place: delete it, then re-add the parts. */
+	if (set_slot(vm, r->slot, r->gpa, 0, hva) < 0 ||
+	    (below > 0 && set_slot(vm, r->slot, r->gpa, below, hva) < 0) ||
+	    (above > 0 && set_slot(vm, upper, above_gpa, above, hva + (above_gpa - r->gpa)) < 0))
+		return -1;
+	if (above > 0)
+		vm->next_slot++;
+	/* The hole's pages stay mapped (vm_destroy unmaps by region); they
+	 * are simply no longer guest memory. */
+	r->size = below;
+	if (above > 0) {
+		if (gmem_add_region(&vm->mem, above_gpa, above, hva + (above_gpa - r->gpa), false) <
+		    0)
+			return -1;
+		vm->mem.region[vm->mem.nregions - 1].slot = upper;
+	}
+	return 0;
 }
 
 int vm_rom_window_add(struct vm *vm, uint64_t gpa, uint64_t size, void *hva)

@@ -70,6 +70,38 @@ int vm_add_rom(struct vm *vm, uint64_t gpa, uint64_t size, const void *data, uin
 int vm_rom_window_add(struct vm *vm, uint64_t gpa, uint64_t size, void *hva);
 int vm_rom_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on);
 
+/*
+ * A writable window of `size` bytes (a multiple of 4 KiB) onto host memory
+ * `hva` (page-aligned, owned by the caller) with KVM dirty-page logging
+ * (KVM_MEM_LOG_DIRTY_PAGES; api.rst 4.35): guest reads and writes go
+ * straight to `hva` without exits while the window is on.  A device's RAM
+ * BAR (fbuf's framebuffer) uses it.  Not guest RAM: devices cannot DMA to
+ * it.  vm_ram_window_add() reserves a KVM slot for it and returns the slot
+ * (the window starts off) or -1.  vm_ram_window_set() switches the window
+ * on at `gpa` or off (`on` false; gpa ignored); the caller switches it off
+ * before moving it.  0, or -1 (the window is then off, e.g. when `gpa`
+ * overlaps another slot).
+ */
+int vm_ram_window_add(struct vm *vm);
+int vm_ram_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on);
+
+/*
+ * Fetch and clear the window's dirty log (KVM_GET_DIRTY_LOG): bit i of
+ * `bitmap` (64-bit words, (size / 4096 + 63) / 64 of them, filled by KVM)
+ * is set when page i was written since the previous call or since the
+ * window was switched on.  0, or -1 (window off: nothing is filled).
+ */
+int vm_ram_window_dirty(struct vm *vm, int slot, uint64_t *bitmap);
+
+/*
+ * Take [gpa, gpa+size) (page-aligned, inside one RAM region) out of guest
+ * RAM so that accesses there exit as MMIO: the legacy VGA window
+ * 0xA0000-0xBFFFF.  The region's KVM slot is split in two around it.
+ * Call before the vCPUs run.  0, or -1 when the range is not inside one
+ * RAM region or KVM refuses.
+ */
+int vm_ram_hole(struct vm *vm, uint64_t gpa, uint64_t size);
+
 /* Create the vCPUs with CPUID set from the topology; 0 or -1 (err filled). */
 int vm_create_vcpus(struct vm *vm, char *err, size_t errlen);
 

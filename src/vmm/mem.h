@@ -24,6 +24,7 @@ struct gmem_region {
 	uint64_t size; /* bytes */
 	uint8_t *hva;  /* host-virtual start; owned by whoever added the region */
 	bool readonly; /* ROM: the guest cannot write it */
+	int slot;      /* the KVM memory slot backing it (vm_create's) */
 };
 
 struct guest_mem {

@@ -647,7 +647,7 @@ static void test_warnings(void **state)
 	(void)state;
 	assert_int_equal(build("loader=bios\n"
 	                       "favourite_colour=\"blue\"\n"
-	                       "graphics=\"yes\"\n"
+	                       "graphics=\"no\"\n"
 	                       "graphics_res=\"1024x768\"\n"
 	                       "xhci_mouse=\"no\"\n"
 	                       "passthru0=\"2/0/0\"\n"
@@ -662,21 +662,130 @@ static void test_warnings(void **state)
 	                 0);
 	assert_string_equal(warnings,
 	                    "vm: warning: guest1.conf: unknown setting favourite_colour ignored\n"
-	                    "vm: warning: guest1.conf: graphics is not supported yet, ignored\n"
 	                    "vm: warning: guest1.conf: passthru is not supported yet, ignored\n"
 	                    "vm: warning: guest1.conf: unknown setting network_type ignored\n");
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 31,lpc"
 	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
 }
 
+/* graphics: fbuf in slot 29, the tablet in 30, whatever else the guest has. */
+static void test_graphics(void **state)
+{
+	struct vm_vnc vnc = {0};
+	struct vm_start_opts opts = {.taps = &taps, .vnc_port = 5903, .vnc = &vnc};
+
+	(void)state;
+	assert_int_equal(build("loader=bios\ngraphics=yes\nnetwork0_type=virtio-net\n", &opts), 0);
+	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 4,virtio-net,tap7"
+	                  " -s 29,fbuf,tcp=127.0.0.1:5903,w=1024,h=768 -s 30,xhci,tablet -s 31,lpc"
+	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
+	assert_string_equal(vnc.addr, "127.0.0.1:5903");
+	assert_int_equal(vnc.port, 5903);
+	assert_false(vnc.wait);
+	assert_string_equal(warnings, "");
+
+	/* The caller's port (a restart) wins over graphics_port; every option. */
+	assert_int_equal(build("loader=bios\ngraphics=on\ngraphics_port=6000\n"
+	                       "graphics_listen=\"::\"\ngraphics_res=800x600\n"
+	                       "graphics_vga=io\nvnc_password=8chars!!\ngraphics_wait=yes\n"
+	                       "xhci_mouse=no\n",
+	                       &opts),
+	                 0);
+	assert_has(" -s '29,fbuf,tcp=[::]:5903,w=800,h=600,vga=io,password=8chars!!,wait'"
+	           " -s 31,lpc ");
+	assert_string_equal(vnc.addr, "[::]:5903");
+	assert_true(vnc.wait);
+	opts.vnc_port = 0;
+	assert_int_equal(build("loader=bios\ngraphics=yes\ngraphics_port=6000\n", &opts), 0);
+	assert_has(" -s 29,fbuf,tcp=127.0.0.1:6000,w=1024,h=768 -s 30,xhci,tablet ");
+
+	/* The slots are skipped by disks and NICs from start_slot on. */
+	opts.vnc_port = 5900;
+	assert_int_equal(build("loader=bios\ngraphics=yes\nstart_slot=28\n"
+	                       "network0_type=virtio-net\nnetwork1_type=virtio-net\n",
+	                       &opts),
+	                 -1);
+	assert_string_equal(err, "guest1.conf: too many devices: khyve has PCI slots up to 30 "
+	                         "for them");
+	/* A tablet without graphics, as vm-bhyve. */
+	assert_int_equal(build("loader=bios\nxhci_mouse=yes\n", &opts), 0);
+	assert_has(" -s 30,xhci,tablet -s 31,lpc ");
+	assert_false(strstr(line, "fbuf"));
+}
+
+/* graphics_wait=auto (the default): only `vm install` waits. */
+static void test_graphics_wait(void **state)
+{
+	char iso[PATH_MAX];
+	struct vm_vnc vnc = {0};
+	struct vm_start_opts opts = {.install = true, .iso = iso, .vnc_port = 5900, .vnc = &vnc};
+
+	(void)state;
+	snprintf(iso, sizeof(iso), "%s/install.iso", dir);
+	assert_int_equal(build("loader=bios\ngraphics=yes\n", &opts), 0);
+	assert_has(" -s 3,ahci-cd,@/install.iso -s 29,fbuf,tcp=127.0.0.1:5900,w=1024,h=768,wait ");
+	assert_true(vnc.wait);
+	assert_int_equal(build("loader=bios\ngraphics=yes\ngraphics_wait=no\n", &opts), 0);
+	assert_false(strstr(line, "wait"));
+	assert_false(vnc.wait);
+	assert_int_equal(build("loader=bios\ngraphics=yes\ninstall_slot=29\n", &opts), -1);
+	assert_string_equal(err, "guest1.conf: install_slot=\"29\": slots 29 and 30 hold the "
+	                         "graphics console and its tablet");
+}
+
+/* Bad graphics values: one line naming the key. */
+static void test_graphics_errors(void **state)
+{
+	static const struct {
+		const char *conf, *err;
+	} cases[] = {
+	    {"graphics=maybe", "graphics=\"maybe\": want yes or no"},
+	    {"xhci_mouse=2", "xhci_mouse=\"2\": want yes or no"},
+	    {"graphics_res=1024x767",
+	     "graphics_res=\"1024x767\": want WIDTHxHEIGHT from 640x480 to 3840x2160, each a "
+	     "multiple of 8"},
+	    {"graphics_res=632x480",
+	     "graphics_res=\"632x480\": want WIDTHxHEIGHT from 640x480 to 3840x2160, each a "
+	     "multiple of 8"},
+	    {"graphics_res=3848x2160",
+	     "graphics_res=\"3848x2160\": want WIDTHxHEIGHT from 640x480 to 3840x2160, each a "
+	     "multiple of 8"},
+	    {"graphics_res=1024x768x32",
+	     "graphics_res=\"1024x768x32\": want WIDTHxHEIGHT from 640x480 to 3840x2160, each a "
+	     "multiple of 8"},
+	    {"graphics_port=0", "graphics_port=\"0\": want a whole number from 1 to 65535"},
+	    {"graphics_listen=localhost",
+	     "graphics_listen=\"localhost\": want an IP address such as 127.0.0.1, 0.0.0.0 or ::1"},
+	    {"graphics_wait=sometimes", "graphics_wait=\"sometimes\": want yes or no"},
+	    {"graphics_vga=yes", "graphics_vga=\"yes\": want io, on or off"},
+	    {"vnc_password=toolongpw",
+	     "vnc_password: at most 8 characters (VNC authentication uses no more)"},
+	    {"vnc_password=\"a,b\"",
+	     "vnc_password: want printable characters without blanks or commas"},
+	};
+	struct vm_start_opts opts = {.vnc_port = 5900};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		char conf[128], want[256];
+
+		snprintf(conf, sizeof(conf), "loader=bios\n%s\ngraphics=yes\n", cases[i].conf);
+		snprintf(want, sizeof(want), "guest1.conf: %s", cases[i].err);
+		assert_int_equal(build(conf, &opts), -1);
+		assert_string_equal(err, want);
+	}
+}
+
 /* Every template in share/templates maps cleanly (run from the repository root). */
 static void test_templates(void **state)
 {
-	static const char *const names[] = {"default", "bios",   "linux",  "linux-grub",
-	                                    "debian",  "alpine", "windows"};
+	static const char *const names[] = {
+	    "default", "bios", "linux", "linux-grub", "debian", "alpine", "linux-uefi-graphics",
+	    "windows"};
 	char img[PATH_MAX];
 	struct vm_start_opts opts = started;
 
+	opts.vnc_port = 5900; /* no search: it depends on the host */
 	(void)state;
 	if (access("share/templates/default.conf", F_OK) != 0)
 		skip();
@@ -704,7 +813,8 @@ static void test_templates(void **state)
 	}
 	/* windows.conf, the last: its disks share the controller in slot 4. */
 	assert_line(KHYVE " -c cpus=2 -m 2G -A -H -P -w -s 0,i440fx -s 4,ahci,hd:@/guest1/disk0.img"
-	                  " -s 5,virtio-net,tap7 -s 31,lpc -s 1:3,piix4-pm"
+	                  " -s 5,virtio-net,tap7 -s 29,fbuf,tcp=127.0.0.1:5900,w=1024,h=768"
+	                  " -s 30,xhci,tablet -s 31,lpc -s 1:3,piix4-pm"
 	                  " -l bootrom,@/OVMF_CODE.fd,@/guest1/uefi-vars.fd"
 	                  " -l com1,pty=@/guest1/com1.pty guest1");
 }
@@ -731,6 +841,9 @@ int main(void)
 	    T(test_comports),
 	    T(test_bad_values),
 	    T(test_warnings),
+	    T(test_graphics),
+	    T(test_graphics_wait),
+	    T(test_graphics_errors),
 	    T(test_templates),
 	};
 
