@@ -22,7 +22,8 @@
 #define FADT_TMR_VAL_EXT   (1u << 8) /* 32-bit PM timer */
 #define FADT_RESET_REG_SUP (1u << 10)
 
-/* IA-PC boot architecture flags: no VGA, no CMOS RTC quirks; no 8042. */
+/* IA-PC boot architecture flags: no VGA, no CMOS RTC quirks; an 8042. */
+#define IAPC_8042            (1u << 1)
 #define IAPC_VGA_NOT_PRESENT (1u << 2)
 
 /* MADT structure types. */
@@ -190,7 +191,7 @@ static size_t build_fadt(struct tbuf *t, size_t facs, size_t dsdt, bool legacy_v
 	put(t, off + 96, 0xffff, 2);        /* P_LVL2_LAT: C2 not supported */
 	put(t, off + 98, 0xffff, 2);        /* P_LVL3_LAT: C3 not supported */
 	put(t, off + 108, 0x32, 1);         /* CENTURY register in CMOS */
-	put(t, off + 109, legacy_vga ? 0 : IAPC_VGA_NOT_PRESENT, 2);
+	put(t, off + 109, IAPC_8042 | (legacy_vga ? 0 : IAPC_VGA_NOT_PRESENT), 2);
 	put(t, off + 112,
 	    FADT_WBINVD | FADT_PROC_C1 | FADT_SLP_BUTTON | FADT_TMR_VAL_EXT | FADT_RESET_REG_SUP,
 	    4);

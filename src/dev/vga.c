@@ -732,14 +732,31 @@ static const char *const font_paths[] = {
     "/usr/share/consolefonts/default8x16.psf.gz",
 };
 
+/* The default font, read once per process: plane 2's first 8 KiB. */
+static pthread_mutex_t font_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t font_cache[256 * 32];
+static int font_cache_state; /* 0 not tried, 1 loaded, -1 none found */
+
 static void load_default_font(struct vga *v)
 {
 	char err[256];
 
-	for (size_t i = 0; i < sizeof(font_paths) / sizeof(font_paths[0]); i++)
-		if (vga_load_font(v, font_paths[i], err, sizeof(err)) == 0)
-			return;
-	log_info("vga: no console font found (install console-setup-linux); text shows blank");
+	pthread_mutex_lock(&font_cache_lock);
+	for (size_t i = 0; font_cache_state == 0 && i < sizeof(font_paths) / sizeof(font_paths[0]);
+	     i++) {
+		if (vga_load_font(v, font_paths[i], err, sizeof(err)) == 0) {
+			memcpy(font_cache, v->vram[2], sizeof(font_cache));
+			font_cache_state = 1;
+		}
+	}
+	if (font_cache_state == 0) {
+		font_cache_state = -1;
+		log_info(
+		    "vga: no console font found (install console-setup-linux); text shows blank");
+	}
+	if (font_cache_state == 1)
+		memcpy(v->vram[2], font_cache, sizeof(font_cache));
+	pthread_mutex_unlock(&font_cache_lock);
 }
 
 /* ---- create ---- */
@@ -876,6 +893,10 @@ static void text_line(const struct scan *s, uint32_t *out, uint32_t ma, unsigned
 			if ((at & 0x80) && !s->blink_on)
 				bits = 0;
 		}
+		/* Underline: blue-on-black style attributes (x001 x000) on the
+		 * CRTC's underline scan line; mode 3 puts that line below the cell. */
+		if ((at & 0x77) == 0x01 && rsc == (r->cr[CR_ULINE] & 0x1fu))
+			bits = 0xff;
 		if (cur_line && ((ma + col) & 0xffff) == cur)
 			bits = 0xff;
 		uint32_t fgc = s->pal16[fg], bgc = s->pal16[bg];
@@ -907,6 +928,26 @@ static void planar_line(const struct scan *s, uint32_t *out, uint32_t ma, unsign
 	}
 }
 
+/* CGA 4-colour shift mode (modes 4/5): 2 bits a pixel, the even byte in
+ * plane 0 then the odd byte in plane 1. */
+static void cga_line(const struct scan *s, uint32_t *out, uint32_t ma, unsigned rsc)
+{
+	unsigned chars = s->r->cr[CR_HDE] + 1u;
+	unsigned dd = (s->r->sr[SR_CLOCK] & 8) ? 2 : 1;
+
+	for (unsigned c = 0; c < chars; c++) {
+		uint32_t a = crtc_addr(s, ma + c, rsc);
+
+		for (unsigned p = 0; p < 2; p++) {
+			uint8_t b = s->vram[p][a];
+
+			for (int sh = 6; sh >= 0; sh -= 2)
+				for (unsigned k = 0; k < dd; k++)
+					*out++ = s->pal16[(b >> sh) & 3];
+		}
+	}
+}
+
 static void vga256_line(const struct scan *s, uint32_t *out, uint32_t ma, unsigned rsc)
 {
 	unsigned chars = s->r->cr[CR_HDE] + 1u;
@@ -922,7 +963,7 @@ static void vga256_line(const struct scan *s, uint32_t *out, uint32_t ma, unsign
 	}
 }
 
-enum vga_kind { KIND_OFF, KIND_TEXT, KIND_PLANAR, KIND_256 };
+enum vga_kind { KIND_OFF, KIND_TEXT, KIND_PLANAR, KIND_CGA, KIND_256 };
 
 static enum vga_kind frame_geometry(struct scan *s)
 {
@@ -940,7 +981,8 @@ static enum vga_kind frame_geometry(struct scan *s)
 		s->width = chars * 8u;
 		return s->width <= VGA_MAX_W ? (s->height = vde_lines(r), k) : KIND_OFF;
 	} else if (r->gr[GR_MODE] & 0x20) {
-		return KIND_OFF; /* CGA 4-colour shift mode: not drawn */
+		k = KIND_CGA;
+		s->width = chars * 8u;
 	} else {
 		k = KIND_PLANAR;
 		s->width = chars * 8u;
@@ -973,6 +1015,8 @@ static void draw(struct scan *s, enum vga_kind kind, uint32_t *pixels)
 			text_line(s, out, ma, rsc);
 		else if (kind == KIND_PLANAR)
 			planar_line(s, out, ma, rsc);
+		else if (kind == KIND_CGA)
+			cga_line(s, out, ma, rsc);
 		else
 			vga256_line(s, out, ma, rsc);
 		if (s->dscan && !second) {

@@ -22,10 +22,12 @@ struct vga;
 
 /*
  * Create the VGA and register its ports and, when `memory` (bhyve's
- * vga=on; false is vga=io), the 0xA0000-0xBFFFF window on the MMIO bus.
- * It starts as a BIOS leaves it: 80x25 colour text (mode 3) with an 8x16
- * font in plane 2, so a kernel booted directly shows text.  NULL with a
- * one-line reason in `err`.
+ * vga=on; false is vga=io), the 0xA0000-0xBFFFF window on the MMIO bus,
+ * taking that range out of KVM's low RAM slot (vm_ram_hole(); for the
+ * machine's lifetime) so the guest's accesses exit to it.  Ports: 0x3B0-
+ * 0x3DF.  It starts as a BIOS leaves it: 80x25 colour text (mode 3) with an
+ * 8x16 font in plane 2, so a kernel booted directly shows text.  NULL with
+ * a one-line reason in `err` (ports or window taken, hole refused).
  */
 struct vga *vga_create(struct machine *m, bool memory, char *err, size_t errlen);
 
@@ -62,8 +64,14 @@ void vga_port_write(struct vga *vga, uint16_t port, unsigned size, uint32_t val)
  * Draw the current mode into `pixels` (room for `cap` XRGB8888 pixels) and
  * fill `f` (pixels, width, height, stride, changed areas; `full` on a mode
  * change).  False, `f` untouched, when the screen is off (sequencer reset
- * or screen disabled) or the mode is not one it draws.  Any thread; takes
- * the VGA's lock.
+ * or screen disabled, or the attribute controller's palette address source
+ * bit clear), or the frame needs more than `cap` pixels (at most 2304 x
+ * 2048).  Draws text, 16-colour planar, CGA 4-colour and 256-colour modes
+ * at their displayed size (320x200 modes as 640x400).  `pixels` stays the
+ * caller's; the VGA keeps its own copy of the previous frame for the
+ * changed rectangles (one per text row or 16-line band).  Any thread, one
+ * at a time; holds the VGA's lock only to snapshot its state, so a vCPU
+ * waits microseconds at most.
  */
 bool vga_render(struct vga *vga, uint32_t *pixels, size_t cap, struct console_frame *f);
 

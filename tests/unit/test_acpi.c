@@ -188,6 +188,7 @@ static void test_fadt(void **state)
 	assert_int_equal(w.fadt[88], 4);                   /* PM1_EVT_LEN */
 	assert_int_equal(w.fadt[89], 2);                   /* PM1_CNT_LEN */
 	assert_int_equal(w.fadt[91], 4);                   /* PM_TMR_LEN */
+	assert_true(w.fadt[109] & 0x02);                   /* IAPC_BOOT_ARCH: an 8042 */
 	uint32_t flags = (uint32_t)unit_le(w.fadt + 112, 4);
 	assert_true(flags & (1u << 8));   /* TMR_VAL_EXT: 32-bit timer */
 	assert_true(flags & (1u << 10));  /* RESET_REG_SUP */
@@ -647,6 +648,11 @@ static void test_dsdt(void **state)
 	static const uint8_t com3_io[] = {0x47, 0x01, 0xe8, 0x03, 0xe8, 0x03, 0x01, 0x08};
 	static const uint8_t irq4[] = {0x22, 0x10, 0x00};
 	static const uint8_t rtc_hid[] = {0x08, '_', 'H', 'I', 'D', 0x0c, 0x41, 0xd0, 0x0b, 0x00};
+	static const uint8_t kbd_hid[] = {0x08, '_', 'H', 'I', 'D', 0x0c, 0x41, 0xd0, 0x03, 0x03};
+	static const uint8_t mou_hid[] = {0x08, '_', 'H', 'I', 'D', 0x0c, 0x41, 0xd0, 0x0f, 0x13};
+	static const uint8_t kbd_res[] = {0x47, 0x01, 0x60, 0x00, 0x60, 0x00, 0x01,
+	                                  0x01, 0x47, 0x01, 0x64, 0x00, 0x64, 0x00,
+	                                  0x01, 0x01, 0x22, 0x02, 0x00};
 	struct acpi_config cfg;
 	struct image im;
 	struct walk w;
@@ -665,7 +671,13 @@ static void test_dsdt(void **state)
 	r = (struct aml_reader){w.dsdt + HDR, w.dsdt + len, 0, 0, {{0}}};
 	assert_true(rd_terms(&r));
 	assert_true(has_device(&r, "RTC_"));
-	assert_int_equal(r.devices, 1);
+	/* The i8042's keyboard (PNP0303: 0x60, 0x64, IRQ 1) and mouse (PNP0F13). */
+	assert_true(has_device(&r, "KBD_"));
+	assert_true(has_device(&r, "MOU_"));
+	assert_true(contains(w.dsdt, len, kbd_hid, sizeof(kbd_hid)));
+	assert_true(contains(w.dsdt, len, mou_hid, sizeof(mou_hid)));
+	assert_true(contains(w.dsdt, len, kbd_res, sizeof(kbd_res)));
+	assert_int_equal(r.devices, 3);
 	free(im.buf);
 
 	/* COM1 and COM3. */
@@ -687,7 +699,7 @@ static void test_dsdt(void **state)
 	assert_true(rd_terms(&r));
 	assert_true(has_device(&r, "COM1"));
 	assert_true(has_device(&r, "COM3"));
-	assert_int_equal(r.devices, 3);
+	assert_int_equal(r.devices, 5);
 	free(im.buf);
 
 	/* All four. */
@@ -697,7 +709,7 @@ static void test_dsdt(void **state)
 	w = walk_tables(&im);
 	r = (struct aml_reader){w.dsdt + HDR, w.dsdt + table_len(w.dsdt), 0, 0, {{0}}};
 	assert_true(rd_terms(&r));
-	assert_int_equal(r.devices, 5);
+	assert_int_equal(r.devices, 7);
 	assert_true(has_device(&r, "COM2"));
 	assert_true(has_device(&r, "COM4"));
 	free(im.buf);

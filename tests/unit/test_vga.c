@@ -354,6 +354,26 @@ static void test_font_load(void **state)
 	free(dir);
 }
 
+/* With console-setup-linux installed, the start-up font has real glyphs
+ * ('H': two vertical strokes on its middle line) and a blank space. */
+static void test_default_font(void **state)
+{
+	struct fixture *x = *state;
+
+	if (access("/usr/share/consolefonts/Uni2-VGA16.psf.gz", R_OK) != 0 &&
+	    access("/usr/share/consolefonts/Lat15-VGA16.psf.gz", R_OK) != 0)
+		skip();
+	planar_setup(x);
+	gc(x, 4, 2);
+	uint8_t mid = memr(x, 0xa0000 + 'H' * 32 + 7);
+	assert_int_not_equal(mid, 0);
+	assert_int_equal(memr(x, 0xa0000 + ' ' * 32 + 7), 0);
+	unsigned set = 0;
+	for (unsigned l = 0; l < 16; l++)
+		set += memr(x, 0xa0000 + 'H' * 32 + l) != 0;
+	assert_true(set >= 6);
+}
+
 /* ---- rendering ---- */
 
 /* Glyph 'A' (0x41) as 16 lines of 0x81 (left and right dots), 0xC4 as a
@@ -419,6 +439,14 @@ static void test_text_render(void **state)
 	assert_int_equal(x->f.rects[0].y, 48);
 	assert_int_equal(x->f.rects[0].h, 16);
 	assert_int_equal(x->f.rects[0].x, 45);
+	/* Underline on scan line 15 for attribute 0x01 (mode 7 style). */
+	memw(x, 0xb8000 + 2 * 80 * 4, ' ');
+	memw(x, 0xb8001 + 2 * 80 * 4, 0x01);
+	crtc(x, 0x14, 0x0f);
+	assert_true(vga_render(x->v, x->px, ARRAY_LEN(x->px), &x->f));
+	assert_int_equal(px(x, 3, 64 + 15), 0x0000aa);
+	assert_int_equal(px(x, 3, 64 + 14), 0x000000);
+	crtc(x, 0x14, 0x1f);
 	/* 8-dot characters: 640 wide; blink bit as bright background. */
 	seq(x, 1, 0x01);
 	attr(x, 0x10, 0x04);
@@ -560,6 +588,35 @@ static void test_mode13h(void **state)
 	assert_int_equal(px(x, 2, 0), 0xff8200);
 }
 
+/* Mode 4 (CGA 320x200 4-colour): even and odd scan lines in two banks. */
+static void test_cga_mode4(void **state)
+{
+	struct fixture *x = *state;
+	static const uint8_t sr[5] = {0x03, 0x09, 0x03, 0x00, 0x02};
+	static const uint8_t cr[25] = {0x2d, 0x27, 0x28, 0x90, 0x2b, 0x80, 0xbf, 0x1f, 0x00,
+	                               0xc1, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x9c, 0x8e,
+	                               0x8f, 0x14, 0x00, 0x96, 0xb9, 0xa2, 0xff};
+	static const uint8_t gr[9] = {0, 0, 0, 0, 0, 0x30, 0x0f, 0x00, 0xff};
+	static const uint8_t ar[21] = {0x00, 0x13, 0x15, 0x17, 0x02, 0x04, 0x06,
+	                               0x07, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15,
+	                               0x16, 0x17, 0x01, 0x00, 0x03, 0x00, 0x00};
+
+	set_regs(x, 0x63, sr, cr, gr, ar);
+	for (uint32_t a = 0; a < 0x4000; a++)
+		memw(x, 0xb8000 + a, 0);
+	memw(x, 0xb8000, 0xc0);          /* line 0, pixel 0: colour 3 */
+	memw(x, 0xb8001, 0x01);          /* line 0, pixel 7: colour 1 */
+	memw(x, 0xb8000 + 0x2000, 0x80); /* line 1, pixel 0: colour 2 */
+	assert_true(vga_render(x->v, x->px, ARRAY_LEN(x->px), &x->f));
+	assert_int_equal(x->f.width, 640);
+	assert_int_equal(x->f.height, 400);
+	assert_int_equal(px(x, 1, 1), 0xaaffaa);  /* AR 0x17 */
+	assert_int_equal(px(x, 14, 0), 0x00ffaa); /* AR 0x13 */
+	assert_int_equal(px(x, 12, 0), 0x000000);
+	assert_int_equal(px(x, 0, 2), 0xaa55aa); /* AR 0x15 */
+	assert_int_equal(px(x, 0, 4), 0x000000);
+}
+
 /* Hostile geometry never reads outside vram or the buffer. */
 static void test_hostile_geometry(void **state)
 {
@@ -587,10 +644,12 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_write_modes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_odd_even_and_chain4, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_font_load, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_default_font, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_text_render, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_screen_off, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_planar_640x480, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mode13h, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cga_mode4, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hostile_geometry, setup, teardown),
 	};
 
