@@ -67,7 +67,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -237,7 +237,8 @@ check-deps:
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
-		libattr1-dev libfdt-dev groff-base man-db mandoc
+		libattr1-dev libfdt-dev groff-base man-db mandoc \
+		tesseract-ocr debian-installer-12-netboot-amd64
 
 # The man pages render without broken words or warnings; make on a machine
 # without the libraries says what to install.
@@ -265,7 +266,19 @@ vm-tests: $(BUILD)/bin/vm $(BUILD)/san/bin/vm
 	@tests/vm/run $(BUILD)
 	@tests/vm/run $(BUILD)/san
 
-lab-tests: $(BUILD)/bin/khyve
+# The VNC test client, where its source is in (tests/vnc/vncshot.c).
+VNCSHOT_BIN := $(if $(wildcard tests/vnc/vncshot.c),$(BUILD)/tests/vncshot)
+
+# SeaBIOS + GRUB on the VNC screen, on this machine's KVM (tests/graphics/run),
+# and the lab's level-2 guests on khyve's display (tests/lab/graphics).
+graphics-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
+	@tests/graphics/run
+
+graphics-lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
+	@tests/lab/graphics
+
+lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
+	@tests/lab/graphics
 	@tests/lab/demo
 	@tests/lab/linux-boot
 	@tests/lab/devices
@@ -288,6 +301,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory vm-tests
 	@$(MAKE) --no-print-directory guest-tests
 	@$(MAKE) --no-print-directory term-tests
+	@$(MAKE) --no-print-directory graphics-tests
 	@$(MAKE) --no-print-directory lab-tests
 	@echo "make check: all tests passed"
 
