@@ -15,8 +15,9 @@
 struct ps2kbd;
 
 /* Bytes the keyboard can hold for the controller (a real one holds 16;
- * more here, so that a VNC client's burst of keys fits). */
-#define PS2KBD_QUEUE 64
+ * more here, so that a VNC client's burst of keys fits: a pasted line
+ * reaches OVMF, which polls the 8042 only every few milliseconds). */
+#define PS2KBD_QUEUE 1024
 
 /* A keyboard after power-on (set 2, scanning enabled); NULL without memory.
  * Free with ps2kbd_free() (NULL is fine). */
