@@ -726,17 +726,8 @@ static const char *const fbuf_keys[] = {
 
 static int check_keys(struct config_node *node, char *err, size_t errlen)
 {
-	for (struct config_node *k = config_node_first(node); k; k = config_node_next(k)) {
-		bool known = false;
-
-		for (size_t i = 0; i < sizeof(fbuf_keys) / sizeof(fbuf_keys[0]); i++)
-			known = known || strcmp(config_node_name(k), fbuf_keys[i]) == 0;
-		if (!known) {
-			snprintf(err, errlen, "unknown option '%s'", config_node_name(k));
-			return -1;
-		}
-	}
-	return 0;
+	return devopts_check_keys(node, fbuf_keys, sizeof(fbuf_keys) / sizeof(fbuf_keys[0]), err,
+	                          errlen);
 }
 
 /* A host name: letters, digits, '.', '-', not all digits and dots (that

@@ -60,6 +60,7 @@
 #include "dev/nvme.h"
 #include "lib/clock.h"
 #include "lib/config.h"
+#include "lib/devopts.h"
 #include "lib/log.h"
 #include "lib/parse.h"
 
@@ -2189,17 +2190,8 @@ static const char *const nvme_keys[] = {
 
 static int check_keys(struct config_node *node, char *err, size_t errlen)
 {
-	for (struct config_node *k = config_node_first(node); k; k = config_node_next(k)) {
-		bool known = false;
-
-		for (size_t i = 0; i < sizeof(nvme_keys) / sizeof(nvme_keys[0]); i++)
-			known = known || strcmp(config_node_name(k), nvme_keys[i]) == 0;
-		if (!known) {
-			snprintf(err, errlen, "unknown option '%s'", config_node_name(k));
-			return -1;
-		}
-	}
-	return 0;
+	return devopts_check_keys(node, nvme_keys, sizeof(nvme_keys) / sizeof(nvme_keys[0]), err,
+	                          errlen);
 }
 
 static int get_uint(struct config_node *node, const char *key, uint64_t min, uint64_t max,

@@ -1,5 +1,6 @@
 #include "lib/devopts.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,4 +39,20 @@ int devopts_parse(struct config_node *node, const char *conf, const char *positi
 	}
 	free(copy);
 	return rc;
+}
+
+int devopts_check_keys(struct config_node *node, const char *const *keys, size_t nkeys, char *err,
+                       size_t errlen)
+{
+	for (struct config_node *k = config_node_first(node); k; k = config_node_next(k)) {
+		bool known = false;
+
+		for (size_t i = 0; i < nkeys && !known; i++)
+			known = strcmp(config_node_name(k), keys[i]) == 0;
+		if (!known) {
+			snprintf(err, errlen, "unknown option '%s'", config_node_name(k));
+			return -1;
+		}
+	}
+	return 0;
 }

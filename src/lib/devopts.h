@@ -24,4 +24,12 @@ struct config_node;
 int devopts_parse(struct config_node *node, const char *conf, const char *positional,
                   const char *what, char *err, size_t errlen);
 
+/*
+ * Refuse a key below `node` that is not one of the `nkeys` names in `keys`
+ * (a misspelled option must not be silently ignored).  0, or -1 with
+ * "unknown option 'KEY'" in `err`.
+ */
+int devopts_check_keys(struct config_node *node, const char *const *keys, size_t nkeys, char *err,
+                       size_t errlen);
+
 #endif
