@@ -64,22 +64,30 @@ static int kvm_open(struct vm *vm, char *err, size_t errlen)
 	return kvm_require_caps(vm->kvm_fd, err, errlen);
 }
 
-static int vm_set_user_memory(struct vm *vm, uint64_t gpa, uint64_t size, void *hva, bool ro)
+/* Create, move or (size 0) delete KVM memory slot `slot`; 0 or -1. */
+static int set_slot(struct vm *vm, int slot, uint32_t flags, uint64_t gpa, uint64_t size, void *hva)
 {
 	struct kvm_userspace_memory_region r = {
-	    .slot = vm->next_slot,
-	    .flags = ro ? KVM_MEM_READONLY : 0,
+	    .slot = (uint32_t)slot,
+	    .flags = flags,
 	    .guest_phys_addr = gpa,
 	    .memory_size = size,
 	    .userspace_addr = (uintptr_t)hva,
 	};
 
-	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0)
+	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : 0;
+}
+
+static int vm_set_user_memory(struct vm *vm, uint64_t gpa, uint64_t size, void *hva, bool ro)
+{
+	int slot = (int)vm->next_slot;
+
+	if (set_slot(vm, slot, ro ? KVM_MEM_READONLY : 0, gpa, size, hva) < 0)
 		return -1;
 	vm->next_slot++;
 	if (gmem_add_region(&vm->mem, gpa, size, hva, ro) < 0)
 		return -1;
-	vm->mem.region[vm->mem.nregions - 1].slot = (int)r.slot;
+	vm->mem.region[vm->mem.nregions - 1].slot = slot;
 	return 0;
 }
 
@@ -92,17 +100,10 @@ int vm_ram_window_add(struct vm *vm)
 
 int vm_ram_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on)
 {
-	struct kvm_userspace_memory_region r = {
-	    .slot = (uint32_t)slot,
-	    .flags = KVM_MEM_LOG_DIRTY_PAGES,
-	    .guest_phys_addr = on ? gpa : 0,
-	    .memory_size = on ? size : 0, /* size 0 deletes the slot */
-	    .userspace_addr = (uintptr_t)hva,
-	};
-
 	if (slot < 0 || (size & 0xfff) != 0 || (on && (gpa & 0xfff) != 0))
 		return -1;
-	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : 0;
+	/* size 0 deletes the slot */
+	return set_slot(vm, slot, KVM_MEM_LOG_DIRTY_PAGES, on ? gpa : 0, on ? size : 0, hva);
 }
 
 int vm_ram_window_dirty(struct vm *vm, int slot, uint64_t *bitmap)
@@ -127,18 +128,6 @@ static struct gmem_region *ram_region_of(struct vm *vm, uint64_t gpa, uint64_t s
 	return NULL;
 }
 
-static int set_slot(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva)
-{
-	struct kvm_userspace_memory_region r = {
-	    .slot = (uint32_t)slot,
-	    .guest_phys_addr = gpa,
-	    .memory_size = size,
-	    .userspace_addr = (uintptr_t)hva,
-	};
-
-	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : 0;
-}
-
 int vm_ram_hole(struct vm *vm, uint64_t gpa, uint64_t size)
 {
 	struct gmem_region *r = ram_region_of(vm, gpa, size);
@@ -153,9 +142,9 @@ int vm_ram_hole(struct vm *vm, uint64_t gpa, uint64_t size)
 	above = r->gpa + r->size - above_gpa;
 	hva = r->hva;
 	/* KVM cannot shrink a slot in place: delete it, then re-add the parts. */
-	if (set_slot(vm, r->slot, r->gpa, 0, hva) < 0 ||
-	    (below > 0 && set_slot(vm, r->slot, r->gpa, below, hva) < 0) ||
-	    (above > 0 && set_slot(vm, upper, above_gpa, above, hva + (above_gpa - r->gpa)) < 0))
+	if (set_slot(vm, r->slot, 0, r->gpa, 0, hva) < 0 ||
+	    (below > 0 && set_slot(vm, r->slot, 0, r->gpa, below, hva) < 0) ||
+	    (above > 0 && set_slot(vm, upper, 0, above_gpa, above, hva + (above_gpa - r->gpa)) < 0))
 		return -1;
 	if (above > 0)
 		vm->next_slot++;
@@ -184,15 +173,8 @@ int vm_rom_window_add(struct vm *vm, uint64_t gpa, uint64_t size, void *hva)
 
 int vm_rom_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on)
 {
-	struct kvm_userspace_memory_region r = {
-	    .slot = (uint32_t)slot,
-	    .flags = KVM_MEM_READONLY,
-	    .guest_phys_addr = gpa,
-	    .memory_size = on ? size : 0, /* size 0 deletes the slot */
-	    .userspace_addr = (uintptr_t)hva,
-	};
-
-	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : 0;
+	/* size 0 deletes the slot */
+	return set_slot(vm, slot, KVM_MEM_READONLY, gpa, on ? size : 0, hva);
 }
 
 static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
