@@ -1,10 +1,17 @@
 /*
  * A USB HID tablet (USB 2.0 chapter 9, HID 1.11): a full-speed device with
- * one interface (class HID, no boot protocol) and an interrupt IN endpoint
- * 0x81 giving 6-byte reports: buttons (left, right, middle), X and Y
- * absolute in 0..0x7FFF, and a relative wheel.  Pointer events come from
- * the console (backend/console.h) on the VNC thread; reports wait in a
- * short queue, consecutive moves with the same buttons coalesced.
+ * one interface (class HID, boot subclass, mouse protocol) and an interrupt
+ * IN endpoint 0x81.  In the report protocol (the default, what Linux and
+ * Windows use) it gives 6-byte reports: buttons (left, right, middle), X and
+ * Y absolute in 0..0x7FFF, and a relative wheel.  A guest that selects the
+ * boot protocol (HID 1.11 appendix B.2: OVMF's UsbMouseAbsolutePointerDxe
+ * binds only boot mice and reads only that layout) gets 4-byte relative
+ * reports instead: buttons, dX, dY, wheel, the deltas leading from where
+ * the guest was told the pointer is to where it now is, in a 0..1023 space
+ * (the range that driver reports), split into steps of at most 127.
+ * Pointer events come from the console (backend/console.h) on the VNC
+ * thread; reports wait in a short queue, consecutive moves with the same
+ * buttons coalesced.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -17,8 +24,11 @@
 
 #define TABLET_QLEN   16
 #define TABLET_REPORT 6
+#define BOOT_REPORT   4
 #define TABLET_MPS    8
 #define HID_MAX       0x7fff
+#define BOOT_MAX      1023 /* boot-protocol position space, 0..BOOT_MAX */
+#define BOOT_STEP     127  /* the largest delta an 8-bit boot report holds */
 
 struct tablet_report {
 	uint8_t buttons;
@@ -33,7 +43,8 @@ struct tablet {
 	unsigned head, count;
 	struct tablet_report cur; /* the latest state, for GET_REPORT */
 	uint8_t rfb_buttons;
-	uint8_t config, idle, protocol;
+	uint8_t config, idle, protocol; /* protocol: 0 boot, 1 report */
+	int boot_x, boot_y;             /* where boot reports have put the guest's pointer */
 };
 
 static const uint8_t dev_desc[18] = {
@@ -60,8 +71,8 @@ static const uint8_t report_desc[] = {
 static const uint8_t config_desc[CONFIG_LEN] = {
     9,  2,    CONFIG_LEN, 0,    1,          1, 0,    0xa0,
     50, /* one interface, remote wakeup, 100 mA */
-    9,  4,    0,          0,    1,          3, 0,    0,
-    0, /* interface 0: HID, no boot subclass */
+    9,  4,    0,          0,    1,          3, 1,    2,
+    0, /* interface 0: HID, boot subclass, mouse */
     9,  0x21, 0x11,       0x01, 0,          1, 0x22, sizeof(report_desc),
     0,                                             /* HID 1.11 */
     7,  5,    0x81,       3,    TABLET_MPS, 0, 10, /* EP 1 IN interrupt, 10 ms */
@@ -107,6 +118,38 @@ static void encode(const struct tablet_report *r, uint8_t *out)
 	out[3] = (uint8_t)r->y;
 	out[4] = (uint8_t)(r->y >> 8);
 	out[5] = (uint8_t)r->wheel;
+}
+
+static int boot_target(uint16_t v)
+{
+	return (int)(((uint32_t)v * BOOT_MAX + HID_MAX / 2) / HID_MAX);
+}
+
+static int step_towards(int from, int to)
+{
+	int d = to - from;
+
+	return d > BOOT_STEP ? BOOT_STEP : d < -BOOT_STEP ? -BOOT_STEP : d;
+}
+
+/*
+ * The next boot report towards `r` (HID 1.11 appendix B.2); true when it
+ * reaches r's position, false when more steps are needed.  The wheel goes
+ * with the first step only.
+ */
+static bool encode_boot(struct tablet *t, struct tablet_report *r, uint8_t *out)
+{
+	int tx = boot_target(r->x), ty = boot_target(r->y);
+	int dx = step_towards(t->boot_x, tx), dy = step_towards(t->boot_y, ty);
+
+	out[0] = r->buttons;
+	out[1] = (uint8_t)(int8_t)dx;
+	out[2] = (uint8_t)(int8_t)dy;
+	out[3] = (uint8_t)r->wheel;
+	r->wheel = 0;
+	t->boot_x += dx;
+	t->boot_y += dy;
+	return t->boot_x == tx && t->boot_y == ty;
 }
 
 static int get_descriptor(struct tablet *t, const struct usb_setup *s, uint8_t *data)
@@ -172,7 +215,12 @@ static int class_request(struct tablet *t, const struct usb_setup *s, uint8_t *d
 	uint8_t rep[TABLET_REPORT];
 
 	switch (s->bRequest) {
-	case 0x01: /* GET_REPORT */
+	case 0x01: /* GET_REPORT: the current buttons; in boot protocol no motion */
+		if (t->protocol == 0) {
+			memset(rep, 0, BOOT_REPORT);
+			rep[0] = t->cur.buttons;
+			return (int)put_desc(data, s->wLength, rep, BOOT_REPORT);
+		}
 		encode(&t->cur, rep);
 		return (int)put_desc(data, s->wLength, rep, TABLET_REPORT);
 	case 0x02: /* GET_IDLE */
@@ -190,8 +238,9 @@ static int class_request(struct tablet *t, const struct usb_setup *s, uint8_t *d
 	case 0x0a: /* SET_IDLE: reports are sent on change only */
 		t->idle = (uint8_t)(s->wValue >> 8);
 		return 0;
-	case 0x0b: /* SET_PROTOCOL */
+	case 0x0b: /* SET_PROTOCOL: the boot pointer starts at the origin, as its reader's */
 		t->protocol = (uint8_t)(s->wValue & 1);
+		t->boot_x = t->boot_y = 0;
 		return 0;
 	default:
 		return USB_STALL;
@@ -228,10 +277,20 @@ static int tablet_transfer(struct usb_device *d, uint8_t epaddr, uint8_t *buf, u
 		return USB_STALL;
 	pthread_mutex_lock(&t->lock);
 	if (t->count > 0) {
-		encode(&t->q[t->head], rep);
-		t->head = (t->head + 1) % TABLET_QLEN;
-		t->count--;
-		rc = (int)put_desc(buf, len, rep, TABLET_REPORT);
+		bool done = true;
+		unsigned n = TABLET_REPORT;
+
+		if (t->protocol == 0) {
+			done = encode_boot(t, &t->q[t->head], rep);
+			n = BOOT_REPORT;
+		} else {
+			encode(&t->q[t->head], rep);
+		}
+		if (done) {
+			t->head = (t->head + 1) % TABLET_QLEN;
+			t->count--;
+		}
+		rc = (int)put_desc(buf, len, rep, n);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
@@ -245,6 +304,7 @@ static void tablet_reset(struct usb_device *d)
 	t->config = 0;
 	t->idle = 0;
 	t->protocol = 1; /* report protocol */
+	t->boot_x = t->boot_y = 0;
 	t->count = 0;
 	pthread_mutex_unlock(&t->lock);
 }

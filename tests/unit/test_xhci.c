@@ -396,6 +396,48 @@ static void test_buttons_and_wheel(void **state)
 	assert_int_equal(hva(DATA)[0], 2);
 }
 
+/*
+ * OVMF selects the boot protocol (HID 1.11 7.2.6) and reads 4-byte relative
+ * reports: a move to the far corner arrives as steps of at most 127 that
+ * add up to the 0..1023 position.
+ */
+static void test_boot_protocol(void **state)
+{
+	struct trb ev;
+	int sx = 0, sy = 0;
+
+	(void)state;
+	configure();
+	ev = control(0x80, 6, 0x200, 0, 34);
+	assert_int_equal(hva(DATA)[9 + 6], 1); /* boot subclass */
+	assert_int_equal(hva(DATA)[9 + 7], 2); /* mouse */
+	ev = control(0x21, 0x0b, 0, 0, 0);     /* SET_PROTOCOL boot */
+	assert_int_equal(cc_of(&ev), 1);
+	ev = control(0xa1, 0x03, 0, 0, 1); /* GET_PROTOCOL */
+	assert_int_equal(hva(DATA)[0], 0);
+	console_ptr_event(1 | 8, 1023, 767, 1024, 768);
+	for (unsigned i = 0; i < 9; i++) {
+		put_trb(EP1RING + 16 * i, DATA + 8 * i, 8, T(1) | 1u << 5 | 1);
+		wr(DB(1), 4, 3);
+		assert_true(next_event(&ev));
+		assert_int_equal(cc_of(&ev), 13);
+		assert_int_equal(ev.status & 0xffffff, 4); /* 4 of 8 bytes */
+		assert_int_equal(hva(DATA + 8 * i)[0], 1);
+		assert_int_equal((int8_t)hva(DATA + 8 * i)[3], i == 0 ? 1 : 0);
+		sx += (int8_t)hva(DATA + 8 * i)[1];
+		sy += (int8_t)hva(DATA + 8 * i)[2];
+	}
+	assert_int_equal((int8_t)hva(DATA)[1], 127);
+	assert_int_equal(sx, 1023);
+	assert_int_equal(sy, 1023);
+	put_trb(EP1RING + 16 * 9, DATA, 8, T(1) | 1u << 5 | 1);
+	wr(DB(1), 4, 3);
+	assert_false(next_event(&ev)); /* arrived: nothing more */
+	console_ptr_event(0, 512, 384, 1024, 768);
+	assert_true(next_event(&ev));
+	assert_int_equal((int8_t)hva(DATA)[1], -127);
+}
+
 static void test_slot_lifecycle(void **state)
 {
 	struct trb ev;
@@ -597,6 +639,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_enumerate, setup),
 	    cmocka_unit_test_setup(test_pointer_report, setup),
 	    cmocka_unit_test_setup(test_buttons_and_wheel, setup),
+	    cmocka_unit_test_setup(test_boot_protocol, setup),
 	    cmocka_unit_test_setup(test_slot_lifecycle, setup),
 	    cmocka_unit_test_setup(test_event_ring_full, setup),
 	    cmocka_unit_test_setup(test_msix_pending, setup),
