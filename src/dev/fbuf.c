@@ -29,6 +29,7 @@
 #include "core/machine.h"
 #include "dev/vga.h"
 #include "lib/aml.h"
+#include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/devopts.h"
 #include "lib/file.h"
@@ -121,7 +122,10 @@ struct fbuf {
 	/* VNC thread only */
 	uint32_t *shadow; /* SHADOW_PIXELS, the frame handed out */
 	uint32_t sweep_row[FBUF_MAX_W];
-	uint32_t sweep_y; /* the next row the sweep compares */
+	uint32_t sweep_y;        /* the next row the sweep compares */
+	uint64_t vga_seen;       /* vga_write_count() at the last refresh */
+	uint64_t vga_pending_ns; /* since when writes wait to be drawn, 0: none */
+	uint32_t vga_w, vga_h;   /* the VGA frame last handed out */
 	uint64_t dirty[FBUF_NWORDS];
 	struct fbuf_mode shown_mode;
 	enum fbuf_shown shown;
@@ -736,12 +740,48 @@ static void refresh_dispi(struct fbuf *fb, const struct fbuf_mode *md, bool comp
 
 /* DISPI off: the legacy VGA's picture, or a black screen of the
  * configured size (no VGA, or a VGA with its screen off). */
+/*
+ * Text reaches the VGA a character at a time, each write an exit, so a
+ * refresh in the middle of a line sends a torn line and then the rest.
+ * While the writes go on, hold the picture back for up to VGA_SETTLE_NS
+ * (a refresh or two) so that one update carries the whole change.
+ */
+#define VGA_SETTLE_NS 50000000ull
+
+static bool vga_settling(struct fbuf *fb)
+{
+	uint64_t gen = vga_write_count(fb->vga), now = monotonic_ns();
+
+	if (gen == fb->vga_seen || fb->shown != SHOWN_VGA) {
+		fb->vga_seen = gen;
+		fb->vga_pending_ns = 0;
+		return false;
+	}
+	fb->vga_seen = gen;
+	if (fb->vga_pending_ns == 0)
+		fb->vga_pending_ns = now;
+	if (now - fb->vga_pending_ns < VGA_SETTLE_NS)
+		return true;
+	fb->vga_pending_ns = 0;
+	return false;
+}
+
 static void refresh_legacy(struct fbuf *fb, struct console_frame *f)
 {
+	if (fb->vga != NULL && fb->shown != SHOWN_VGA) /* the shadow held another picture */
+		vga_forget_frame(fb->vga);
+	if (fb->vga != NULL && vga_settling(fb)) {
+		f->pixels = fb->shadow;
+		f->width = f->stride = fb->vga_w;
+		f->height = fb->vga_h;
+		return;
+	}
 	if (fb->vga != NULL && vga_render(fb->vga, fb->shadow, SHADOW_PIXELS, f)) {
 		if (fb->shown != SHOWN_VGA)
 			f->full = true;
 		fb->shown = SHOWN_VGA;
+		fb->vga_w = f->width;
+		fb->vga_h = f->height;
 		return;
 	}
 	f->pixels = fb->shadow;

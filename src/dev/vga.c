@@ -73,8 +73,12 @@ struct vga {
 	struct vga_regs r;
 	uint8_t latch[4];
 	uint8_t vram[4][PLANE_SIZE];
+	uint64_t gen; /* counts the writes to registers and vram */
 	/* Render side, used by one thread at a time (render_lock). */
 	pthread_mutex_t render_lock;
+	bool drawn_valid; /* the caller's buffer holds the frame of: */
+	uint64_t drawn_gen;
+	bool drawn_blink, drawn_cursor;
 	struct vga_regs snap_r;
 	uint8_t snap[4][PLANE_SIZE];
 	uint32_t *prev;
@@ -286,6 +290,7 @@ void vga_port_write(struct vga *vga, uint16_t port, unsigned size, uint32_t val)
 	pthread_mutex_lock(&vga->lock);
 	for (unsigned i = 0; i < size; i++)
 		reg_write(&vga->r, (uint16_t)(port + i), (uint8_t)(val >> (8 * i)));
+	vga->gen++;
 	pthread_mutex_unlock(&vga->lock);
 }
 
@@ -421,6 +426,7 @@ static int vga_mmio(void *arg, uint64_t offset, unsigned size, bool is_write, ui
 		else
 			out |= (uint64_t)mem_read(v, a) << (8 * i);
 	}
+	v->gen += is_write;
 	pthread_mutex_unlock(&v->lock);
 	if (!is_write)
 		*val = out;
@@ -721,6 +727,7 @@ int vga_load_font(struct vga *vga, const char *path, char *err, size_t errlen)
 			vga->vram[2][c * 32 + l] = row;
 		}
 	}
+	vga->gen++;
 	pthread_mutex_unlock(&vga->lock);
 	free(p.data);
 	return 0;
@@ -805,6 +812,23 @@ void vga_set_blink_phase(struct vga *vga, int phase)
 {
 	pthread_mutex_lock(&vga->render_lock);
 	vga->blink_phase = phase < 0 ? -1 : (phase & 1);
+	pthread_mutex_unlock(&vga->render_lock);
+}
+
+uint64_t vga_write_count(struct vga *vga)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&vga->lock);
+	gen = vga->gen;
+	pthread_mutex_unlock(&vga->lock);
+	return gen;
+}
+
+void vga_forget_frame(struct vga *vga)
+{
+	pthread_mutex_lock(&vga->render_lock);
+	vga->drawn_valid = false;
 	pthread_mutex_unlock(&vga->render_lock);
 }
 
@@ -1077,22 +1101,50 @@ static void diff_frame(struct vga *v, int kind, const uint32_t *px, uint32_t w, 
 		memcpy(v->prev, px, n * sizeof(*px));
 }
 
+/* Nothing the picture depends on changed since the frame in the caller's
+ * buffer: no vram or register write, the same blink and cursor phase. */
+static bool frame_unchanged(const struct vga *vga, uint64_t gen, bool blink_on, bool cursor_on)
+{
+	return vga->drawn_valid && vga->prev != NULL && gen == vga->drawn_gen &&
+	       blink_on == vga->drawn_blink && cursor_on == vga->drawn_cursor;
+}
+
+static void frame_header(struct console_frame *f, uint32_t *pixels, const struct scan *s)
+{
+	memset(f, 0, sizeof(*f));
+	f->pixels = pixels;
+	f->width = s->width;
+	f->height = s->height;
+	f->stride = s->width;
+}
+
 bool vga_render(struct vga *vga, uint32_t *pixels, size_t cap, struct console_frame *f)
 {
 	struct scan s = {0};
 	enum vga_kind kind;
-	bool ok = false;
+	bool ok = false, unchanged = false;
+	uint64_t gen;
 
 	pthread_mutex_lock(&vga->render_lock);
+	uint64_t t = monotonic_ns() / 1000000ull;
+	s.blink_on = vga->blink_phase >= 0 ? vga->blink_phase == 1 : ((t / 533) & 1) != 0;
+	s.cursor_on = vga->blink_phase >= 0 ? vga->blink_phase == 1 : ((t / 266) & 1) != 0;
 	pthread_mutex_lock(&vga->lock);
+	gen = vga->gen;
 	vga->snap_r = vga->r;
 	s.r = &vga->snap_r;
 	kind = frame_geometry(&s);
-	if (kind != KIND_OFF && (size_t)s.width * s.height <= cap)
+	unchanged = frame_unchanged(vga, gen, s.blink_on, s.cursor_on);
+	if (!unchanged && kind != KIND_OFF && (size_t)s.width * s.height <= cap)
 		memcpy(vga->snap, vga->vram, sizeof(vga->snap));
 	pthread_mutex_unlock(&vga->lock);
 	if (kind == KIND_OFF || s.width == 0 || (size_t)s.width * s.height > cap)
 		goto out;
+	if (unchanged) { /* an idle text screen costs no copy and no drawing */
+		frame_header(f, pixels, &s);
+		ok = true;
+		goto out;
+	}
 
 	const struct vga_regs *r = s.r;
 	s.vram = (const uint8_t(*)[PLANE_SIZE])vga->snap;
@@ -1102,21 +1154,20 @@ bool vga_render(struct vga *vga, uint32_t *pixels, size_t cap, struct console_fr
 	s.dscan = r->cr[CR_MAXSCAN] & 0x80;
 	s.lcmp = (r->cr[CR_LCMP] | ((r->cr[CR_OVERFLOW] & 0x10u) << 4) |
 	          ((r->cr[CR_MAXSCAN] & 0x40u) << 3));
-	uint64_t t = monotonic_ns() / 1000000ull;
-	s.blink_on = vga->blink_phase >= 0 ? vga->blink_phase == 1 : ((t / 533) & 1) != 0;
-	s.cursor_on = vga->blink_phase >= 0 ? vga->blink_phase == 1 : ((t / 266) & 1) != 0;
 	make_palettes(&s);
 	draw(&s, kind, pixels);
 
-	memset(f, 0, sizeof(*f));
-	f->pixels = pixels;
-	f->width = s.width;
-	f->height = s.height;
-	f->stride = s.width;
+	frame_header(f, pixels, &s);
 	diff_frame(vga, (int)kind, pixels, s.width, s.height,
 	           kind == KIND_TEXT ? (s.maxscan + 1) * (s.dscan ? 2 : 1) : BAND_H, f);
+	vga->drawn_valid = true;
+	vga->drawn_gen = gen;
+	vga->drawn_blink = s.blink_on;
+	vga->drawn_cursor = s.cursor_on;
 	ok = true;
 out:
+	if (!ok)
+		vga->drawn_valid = false;
 	pthread_mutex_unlock(&vga->render_lock);
 	if (!ok && kind != KIND_OFF)
 		log_ratelimited(&vga_rl, LOG_DEBUG, "vga: %ux%u frame does not fit the buffer",

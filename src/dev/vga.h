@@ -69,11 +69,22 @@ void vga_port_write(struct vga *vga, uint16_t port, unsigned size, uint32_t val)
  * 2048).  Draws text, 16-colour planar, CGA 4-colour and 256-colour modes
  * at their displayed size (320x200 modes as 640x400).  `pixels` stays the
  * caller's; the VGA keeps its own copy of the previous frame for the
- * changed rectangles (one per text row or 16-line band).  Any thread, one
- * at a time; holds the VGA's lock only to snapshot its state, so a vCPU
- * waits microseconds at most.
+ * changed rectangles (one per text row or 16-line band).  When nothing was
+ * written since the last call (and the blink and cursor phases are the
+ * same), nothing is drawn: `pixels` must then still hold that call's frame
+ * (pass the same buffer, or call vga_forget_frame() after reusing it).  Any
+ * thread, one at a time; holds the VGA's lock only to snapshot its state, so
+ * a vCPU waits microseconds at most.
  */
 bool vga_render(struct vga *vga, uint32_t *pixels, size_t cap, struct console_frame *f);
+
+/* How many register and video-memory writes the VGA has taken (wraps);
+ * equal values mean nothing was written in between. */
+uint64_t vga_write_count(struct vga *vga);
+
+/* The caller's buffer no longer holds the last frame (it drew something
+ * else there): the next vga_render() draws in full. */
+void vga_forget_frame(struct vga *vga);
 
 /* The DAC's 256 colours as XRGB8888, for DISPI 8-bit modes: 6-bit DAC
  * values scaled to 8 bits, or taken as 8-bit when `dac8`. */
