@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "lib/parse.h"
 #include "vm/commands.h"
 #include "vm/khyvecmd.h"
+#include "vm/paths.h"
 #include "vm/state.h"
 #include "vm/util.h"
 
@@ -556,10 +558,14 @@ int cmd_configure(struct vm_sys *sys, int argc, char **argv)
 		vm_error("path too long");
 		goto fail;
 	}
-	FILE *f = fopen(tmp, "w");
+	/* NAME.conf.edit is ours (an edit kept from last time): never a link. */
+	int fd = vm_open_own(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+		if (!f && fd >= 0)
+			close(fd);
 		free(text);
-		vm_error("%s: %s", tmp, strerror(errno));
+		vm_error("%s: %s", tmp, vm_open_own_strerror(errno));
 		goto fail;
 	}
 	free(text);
