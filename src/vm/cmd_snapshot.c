@@ -76,7 +76,8 @@ int storage_snapshots_read(const struct vm_guest *g, struct snap_set *s)
 		v[s->n++].seq = seq;
 	}
 	closedir(d);
-	qsort(s->v, s->n, sizeof(*s->v), cmp_seq);
+	if (s->n) /* qsort(NULL, 0, ...) is undefined */
+		qsort(s->v, s->n, sizeof(*s->v), cmp_seq);
 	return 0;
 }
 

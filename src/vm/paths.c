@@ -203,7 +203,9 @@ int vm_path_confine(const char *root, const char *name, char out[PATH_MAX], char
 	}
 	if (is_below(real, root_real))
 		return 0;
-	if (absolute)
+	if (strcmp(real, root_real) == 0)
+		snprintf(why, whylen, "it names %s itself, not a file in it", root);
+	else if (absolute)
 		snprintf(why, whylen, "it is outside %s", root);
 	else
 		snprintf(why, whylen, "it leads outside %s through a symbolic link (to %s)", root,
