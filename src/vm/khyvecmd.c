@@ -359,13 +359,15 @@ static int add_ovmf(struct build *b)
 /* vm-bhyve keeps uefi-custom's firmware in the guest's datastore, .config/. */
 static int add_uefi_custom(struct build *b)
 {
-	char rom[PATH_MAX];
+	char rom[PATH_MAX], ds[PATH_MAX], why[2 * PATH_MAX];
 	const char *slash = strrchr(b->g->dir, '/');
 	int dslen = slash ? (int)(slash - b->g->dir) : 0;
 
-	if (snprintf(rom, sizeof(rom), "%.*s/.config/BHYVE_UEFI.fd", dslen, b->g->dir) >=
-	    (int)sizeof(rom))
+	if (snprintf(ds, sizeof(ds), "%.*s", dslen, b->g->dir) >= (int)sizeof(ds))
 		return fail_host(b, "%s: path too long", b->g->dir);
+	/* A datastore copied from elsewhere may hold it too: it stays in there. */
+	if (vm_path_confine(ds[0] ? ds : "/", ".config/BHYVE_UEFI.fd", rom, why, sizeof(why)) < 0)
+		return fail_host(b, "loader uefi-custom: %s/.config/BHYVE_UEFI.fd: %s", ds, why);
 	return add_uefi(b, rom, "loader uefi-custom wants it there");
 }
 

@@ -104,6 +104,23 @@ ln -s "$victim" "$g/uefi-vars.fd"
 refused "vars dangling link" "through a symbolic link" env KHYVE_HOST_KVM=hardware "$VM" start p
 [ ! -e "$victim" ] || die "the vars template was copied through a dangling link"
 rm "$g/uefi-vars.fd"
+# uefi-custom's firmware stays in the datastore's .config too.
+ln -s "$secret" "$vm_dir/.config/BHYVE_UEFI.fd"
+conf
+sed -i 's/^loader="bios"$/loader="uefi-custom"/' "$g/p.conf"
+refused "uefi-custom link out" "loader uefi-custom: $vm_dir/.config/BHYVE_UEFI.fd: it leads outside" \
+	vm start -n p
+rm "$vm_dir/.config/BHYVE_UEFI.fd"
+
+# --- vm configure checks an edit the same way --------------------------------------
+conf disk0_type=virtio-blk disk0_name=disk0.img
+cp "$g/p.conf" "$scratch/p.conf.before"
+printf '#!/bin/sh\nsed -i "s|disk0.img|../secret|" "$1"\n' >"$scratch/editor"
+chmod +x "$scratch/editor"
+EDITOR=$scratch/editor expect_fail vm configure p
+grep -qF "disk0_name=\"../secret\": '..' is not allowed" "$scratch/err" || die "configure: $(cat "$scratch/err")"
+cmp -s "$g/p.conf" "$scratch/p.conf.before" || die "configure installed a bad edit"
+rm -f "$g/p.conf.edit"
 
 # --- the install medium ---------------------------------------------------------
 conf disk0_type=virtio-blk disk0_name=disk0.img
