@@ -171,6 +171,18 @@ conf disk0_type=virtio-blk disk0_name=out.img
 expect_fail vm snapshot p@s2
 grep -qF "disk0_name=\"out.img\": it leads outside" "$scratch/err" || die "snapshot disk: $(cat "$scratch/err")"
 
+# FIFOs planted where vm reads (run.lock, the config) must not hang vm list.
+conf disk0_type=virtio-blk disk0_name=disk0.img
+mkfifo "$g/run.lock"
+timeout 10 "$VM" list >"$scratch/out" 2>&1 || [ $? -ne 124 ] || die "vm list hangs on a FIFO run.lock"
+grep -q "^p .*Stopped" "$scratch/out" || die "list with a FIFO run.lock: $(cat "$scratch/out")"
+refused "lock fifo" "$g/run.lock: something other than vm's own plain file" vm start p
+rm "$g/run.lock"
+mkdir "$vm_dir/q"
+mkfifo "$vm_dir/q/q.conf"
+timeout 10 "$VM" list >"$scratch/out" 2>&1 || [ $? -ne 124 ] || die "vm list hangs on a FIFO config"
+rm -r "$vm_dir/q"
+
 # And a clean guest still starts and stops.
 conf disk0_type=virtio-blk disk0_name=disk0.img
 script sleep
