@@ -180,6 +180,19 @@ static int check_create(const struct vm_sys *sys, const struct create_opts *o, c
 }
 
 /* The image for -i: a name in $vm_dir/.img or a path. */
+/* An image found by name in $vm_dir/.img stays in there (no link out of it). */
+static int image_in_store(const struct vm_sys *sys, char *path)
+{
+	char store[PATH_MAX], why[2 * PATH_MAX], name[PATH_MAX];
+	const char *base = strrchr(path, '/') + 1;
+
+	snprintf(name, sizeof(name), "%s", base);
+	if (vm_path(store, sys->vm_dir, ".img") < 0 ||
+	    vm_path_confine(store, name, path, why, sizeof(why)) < 0)
+		return vm_error("img %s in %s/.img: %s", name, sys->vm_dir, why);
+	return 0;
+}
+
 static int find_image(const struct vm_sys *sys, const char *image, char *out)
 {
 	if (strchr(image, '/'))
@@ -192,7 +205,7 @@ static int find_image(const struct vm_sys *sys, const char *image, char *out)
 		strcpy(out + len - 6, ".img");
 	if (access(out, R_OK) < 0)
 		return vm_error("unable to locate img file - '%s'", image);
-	return 0;
+	return strchr(image, '/') ? 0 : image_in_store(sys, out);
 }
 
 /* Write the cloud image into disk0 (raw) and grow it to the disk size. */

@@ -136,6 +136,13 @@ vm install -n p alias.iso | grep -qF "ahci-cd,$vm_dir/.iso/alias.iso" || die "is
 # A path the user types is the user's: taken as given.
 vm install -n p "$secret" | grep -qF ",$secret," || die "typed absolute iso"
 cd "$TOP"
+# vm create -i NAME: an image found in .img stays in there too.
+mkdir -p "$vm_dir/.templates" "$vm_dir/.img"
+printf 'loader="bios"\ndisk0_type="virtio-blk"\ndisk0_name="disk0.img"\n' >"$vm_dir/.templates/t.conf"
+ln -s "$secret" "$vm_dir/.img/evil.img"
+expect_fail vm create -t t -s 1M -i evil.img imgout
+grep -qF "img evil.img in $vm_dir/.img: it leads outside" "$scratch/err" || die "create -i: $(cat "$scratch/err")"
+[ ! -e "$vm_dir/imgout" ] || die "create -i made the guest"
 
 # --- files vm creates -------------------------------------------------------------
 conf disk0_type=virtio-blk disk0_name=disk0.img
