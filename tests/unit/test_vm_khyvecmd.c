@@ -513,6 +513,40 @@ static void test_disks(void **state)
 	           " -s 11,ahci,hd:@/guest1/disk2.img ");
 }
 
+/* Files the config names stay in the guest's folder unless it says "custom" (paths.h). */
+static void test_host_paths(void **state)
+{
+	(void)state;
+	assert_int_equal(build("loader=bios\ndisk0_type=nvme\ndisk0_name=\"../raw.img\"\n", NULL),
+	                 -1);
+	assert_err("guest1.conf: disk0_name=\"../raw.img\": '..' is not allowed"
+	           " (set disk0_dev=\"custom\" to use a host path)");
+	char *abs = expand("loader=bios\ndisk0_type=nvme\ndisk0_name=\"@/raw.img\"\n");
+	assert_int_equal(build(abs, NULL), -1);
+	free(abs);
+	assert_contains(err, "disk0_name=");
+	assert_contains(err, ": it is outside ");
+	/* vm configure's check (settings only) refuses the same */
+	struct vm_start_opts check = {.settings_only = true};
+	assert_int_equal(build("loader=bios\ndisk0_type=nvme\ndisk0_name=a/../../x\n", &check), -1);
+	assert_contains(err, "'..' is not allowed");
+	assert_int_equal(build("loader=linux\nlinux_kernel=../bios.bin\n", NULL), -1);
+	assert_err("guest1.conf: linux_kernel=\"../bios.bin\": '..' is not allowed"
+	           " (set linux_kernel_dev=\"custom\" to use a host path)");
+	assert_int_equal(
+	    build("loader=linux\nlinux_kernel=vmlinuz\nlinux_initrd=../raw.img\n", NULL), -1);
+	assert_contains(err, "linux_initrd=\"../raw.img\": '..' is not allowed");
+	assert_int_equal(build("loader=linux\nlinux_kernel=../bios.bin\nlinux_kernel_dev=custom\n"
+	                       "linux_initrd=../raw.img\nlinux_initrd_dev=custom\n",
+	                       NULL),
+	                 0);
+	assert_has(" -o linux.kernel=@/guest1/../bios.bin -o linux.initrd=@/guest1/../raw.img ");
+	assert_string_equal(warnings, ""); /* the _dev keys are known */
+	assert_int_equal(build("loader=linux\nlinux_kernel=vmlinuz\nlinux_kernel_dev=zvol\n", NULL),
+	                 -1);
+	assert_err("guest1.conf: linux_kernel_dev=\"zvol\": want file or custom");
+}
+
 static void test_disk_errors(void **state)
 {
 	(void)state;
@@ -836,6 +870,7 @@ int main(void)
 	    T(test_options),
 	    T(test_disks),
 	    T(test_disk_errors),
+	    T(test_host_paths),
 	    T(test_networks),
 	    T(test_slots),
 	    T(test_comports),
