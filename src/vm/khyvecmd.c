@@ -1021,9 +1021,10 @@ static bool key_known(const char *key)
 	    "graphics_vga", "graphics_wait", "vnc_password", "xhci_mouse", "sound", "sound_play",
 	    "sound_rec", "priority", "on_restart", "on_fault", "prestart", "loader_timeout",
 	    "grub_run_dir", "grub_run_file", "grub_run_partition", "bhyveload_args",
-	    "bhyveload_loader", "linux_kernel", "linux_initrd", "linux_cmdline", "linux_kernel_dev", "linux_initrd_dev", "console", "guest",
-	    "nulliso_fix", "zfs_dataset_opts", "zfs_zvol_opts", "limit_pcpu", "limit_rbps",
-	    "limit_riops", "limit_wbps", "limit_wiops", NULL};
+	    "bhyveload_loader", "linux_kernel", "linux_initrd", "linux_cmdline", "linux_kernel_dev",
+	    "linux_initrd_dev", "console", "guest", "nulliso_fix", "zfs_dataset_opts",
+	    "zfs_zvol_opts", "limit_pcpu", "limit_rbps", "limit_riops", "limit_wbps", "limit_wiops",
+	    NULL};
 	/* clang-format on */
 	static const char *const disk[] = {"_type", "_name", "_dev", "_opts", "_size", NULL};
 	static const char *const nic[] = {"_type", "_switch", "_mac", "_device",
