@@ -972,20 +972,53 @@ static int add_comports(struct build *b)
 	return 0;
 }
 
-/* bhyve_options, split at blanks as vm-bhyve's unquoted expansion does. */
+/*
+ * The khyve option a word of bhyve_options gives that can name a host
+ * file: -s (a device's image), -l (a port's link, the boot ROM), -o (any
+ * config key, paths included) or -k (a config file); 0 for none.  Flags
+ * cluster as getopt takes them ("-ws"); -c, -m and -U end a cluster.
+ */
+static char file_option(const char *word)
+{
+	if (word[0] != '-' || word[1] == '-')
+		return 0;
+	for (const char *p = word + 1; *p; p++) {
+		if (strchr("slok", *p))
+			return *p;
+		if (strchr("cmU", *p))
+			return 0;
+	}
+	return 0;
+}
+
+/*
+ * bhyve_options, split at blanks as vm-bhyve's unquoted expansion does.
+ * Options that can name host files need bhyve_options_dev="custom", as
+ * diskN_name does: a folder from elsewhere must not reach them unasked.
+ */
 static int add_bhyve_options(struct build *b)
 {
-	const char *v = setting(b, "bhyve_options");
-	char *copy, *save = NULL, *word;
+	const char *v = setting(b, "bhyve_options"), *dev = setting(b, "bhyve_options_dev");
+	bool custom = dev && strcmp(dev, "custom") == 0;
+	char *copy, *save = NULL, *word, opt;
 	int rc = 0;
 
 	if (v == NULL)
 		return 0;
+	if (dev && !custom && strcmp(dev, "file") != 0)
+		return bad_value(b, "bhyve_options_dev", "want file or custom");
 	if ((copy = strdup(v)) == NULL)
 		return out_of_memory(b);
 	for (word = strtok_r(copy, " \t\n", &save); word && rc == 0;
-	     word = strtok_r(NULL, " \t\n", &save))
-		rc = add(b, word);
+	     word = strtok_r(NULL, " \t\n", &save)) {
+		if (!custom && (opt = file_option(word)) != 0)
+			rc = fail(b,
+			          "bhyve_options=\"%s\": -%c can name a host file "
+			          "(set bhyve_options_dev=\"custom\" to pass it)",
+			          v, opt);
+		else
+			rc = add(b, word);
+	}
 	free(copy);
 	return rc;
 }
@@ -1022,7 +1055,7 @@ static bool key_known(const char *key)
 	    "sound_rec", "priority", "on_restart", "on_fault", "prestart", "loader_timeout",
 	    "grub_run_dir", "grub_run_file", "grub_run_partition", "bhyveload_args",
 	    "bhyveload_loader", "linux_kernel", "linux_initrd", "linux_cmdline", "linux_kernel_dev",
-	    "linux_initrd_dev", "console", "guest", "nulliso_fix", "zfs_dataset_opts",
+	    "linux_initrd_dev", "bhyve_options_dev", "console", "guest", "nulliso_fix", "zfs_dataset_opts",
 	    "zfs_zvol_opts", "limit_pcpu", "limit_rbps", "limit_riops", "limit_wbps", "limit_wiops",
 	    NULL};
 	/* clang-format on */

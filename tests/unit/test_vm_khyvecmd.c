@@ -445,13 +445,28 @@ static void test_options(void **state)
 	                       "wired_memory=\"yes\"\n"
 	                       "utctime=\"no\"\n"
 	                       "uuid=\"0f6e1fd2-6bb4-11ee-8a5c-00a098000001\"\n"
-	                       "bhyve_options=\"-x  -o\tboot_probe=true\"\n",
+	                       "bhyve_options=\"-x  -o\tboot_probe=true\"\n"
+	                       "bhyve_options_dev=\"custom\"\n",
 	                       NULL),
 	                 0);
 	assert_line(KHYVE
 	            " -c cpus=1 -m 256M -A -H -P -w -S -U 0f6e1fd2-6bb4-11ee-8a5c-00a098000001"
 	            " -s 0,i440fx -s 31,lpc -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty"
 	            " -x -o boot_probe=true guest1");
+	/* Options that can name host files want bhyve_options_dev="custom" (paths.h). */
+	assert_int_equal(build("loader=bios\nbhyve_options=\"-x -e\"\n", NULL), 0);
+	assert_has(" -x -e guest1");
+	assert_int_equal(
+	    build("loader=bios\nbhyve_options=\"-x -s 9,virtio-blk,/etc/passwd\"\n", NULL), -1);
+	assert_string_equal(err,
+	                    "guest1.conf: bhyve_options=\"-x -s 9,virtio-blk,/etc/passwd\": -s "
+	                    "can name a host file (set bhyve_options_dev=\"custom\" to pass it)");
+	assert_int_equal(build("loader=bios\nbhyve_options=\"-wo lpc.bootrom=/x\"\n", NULL), -1);
+	assert_contains(err, ": -o can name a host file");
+	assert_int_equal(build("loader=bios\nbhyve_options=\"-c 2 -k\"\n", NULL), -1);
+	assert_int_equal(build("loader=bios\nbhyve_options=-x\nbhyve_options_dev=zvol\n", NULL),
+	                 -1);
+	assert_contains(err, "bhyve_options_dev=\"zvol\": want file or custom");
 	assert_int_equal(build("loader=bios\nuuid=\"not-a-uuid\"\n", NULL), -1);
 	assert_string_equal(err, "guest1.conf: uuid=\"not-a-uuid\": not a UUID");
 }

@@ -71,6 +71,16 @@ started_with "custom" "-s 4,virtio-blk,$secret "
 conf disk0_type=virtio-blk disk0_name=../secret disk0_dev=nonsense
 refused "bad dev" "disk0_dev=\"nonsense\"" vm start -n p
 
+# --- bhyve_options: -s, -l, -o, -k can name any file ---------------------------
+conf disk0_type=virtio-blk disk0_name=disk0.img bhyve_options="-x -s 9,virtio-blk,$secret"
+refused "bhyve_options -s" "bhyve_options=\"-x -s 9,virtio-blk,$secret\": -s can name a host file (set bhyve_options_dev=\"custom\"" vm start -n p
+conf disk0_type=virtio-blk disk0_name=disk0.img bhyve_options="-o lpc.bootrom=$secret"
+refused "bhyve_options -o" "-o can name a host file" vm start -n p
+conf disk0_type=virtio-blk disk0_name=disk0.img bhyve_options="-x -e"
+started_with "bhyve_options flags" " -x -e p"
+conf disk0_type=virtio-blk disk0_name=disk0.img bhyve_options="-s 9,virtio-blk,$secret" bhyve_options_dev=custom
+started_with "bhyve_options custom" " -s 9,virtio-blk,$secret p"
+
 # --- linux_kernel, linux_initrd -----------------------------------------------
 lin() { conf "$@"; sed -i 's/^loader="bios"$/loader="linux"/' "$g/p.conf"; }
 for key in linux_kernel linux_initrd; do
