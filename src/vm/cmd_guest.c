@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "lib/parse.h"
 #include "vm/commands.h"
 #include "vm/khyvecmd.h"
+#include "vm/paths.h"
 #include "vm/state.h"
 #include "vm/util.h"
 
@@ -178,6 +180,19 @@ static int check_create(const struct vm_sys *sys, const struct create_opts *o, c
 }
 
 /* The image for -i: a name in $vm_dir/.img or a path. */
+/* An image found by name in $vm_dir/.img stays in there (no link out of it). */
+static int image_in_store(const struct vm_sys *sys, char *path)
+{
+	char store[PATH_MAX], why[2 * PATH_MAX], name[PATH_MAX];
+	const char *base = strrchr(path, '/') + 1;
+
+	snprintf(name, sizeof(name), "%s", base);
+	if (vm_path(store, sys->vm_dir, ".img") < 0 ||
+	    vm_path_confine(store, name, path, why, sizeof(why)) < 0)
+		return vm_error("img %s in %s/.img: %s", name, sys->vm_dir, why);
+	return 0;
+}
+
 static int find_image(const struct vm_sys *sys, const char *image, char *out)
 {
 	if (strchr(image, '/'))
@@ -190,7 +205,7 @@ static int find_image(const struct vm_sys *sys, const char *image, char *out)
 		strcpy(out + len - 6, ".img");
 	if (access(out, R_OK) < 0)
 		return vm_error("unable to locate img file - '%s'", image);
-	return 0;
+	return strchr(image, '/') ? 0 : image_in_store(sys, out);
 }
 
 /* Write the cloud image into disk0 (raw) and grow it to the disk size. */
@@ -556,10 +571,14 @@ int cmd_configure(struct vm_sys *sys, int argc, char **argv)
 		vm_error("path too long");
 		goto fail;
 	}
-	FILE *f = fopen(tmp, "w");
+	/* NAME.conf.edit is ours (an edit kept from last time): never a link. */
+	int fd = vm_open_own(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+		if (!f && fd >= 0)
+			close(fd);
 		free(text);
-		vm_error("%s: %s", tmp, strerror(errno));
+		vm_error("%s: %s", tmp, vm_open_own_strerror(errno));
 		goto fail;
 	}
 	free(text);

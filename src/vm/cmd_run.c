@@ -29,6 +29,7 @@
 #include "vm/commands.h"
 #include "vm/hostkvm.h"
 #include "vm/khyvecmd.h"
+#include "vm/paths.h"
 #include "vm/state.h"
 #include "vm/stopwait.h"
 #include "vm/supervisor.h"
@@ -218,6 +219,18 @@ static int build_command(const struct vm_sys *sys, const struct vm_guest *g,
 	return 0;
 }
 
+/* The supervisor's log, when there, must be vm's own file (not a link to elsewhere). */
+static int check_log(const struct vm_guest *g)
+{
+	char log[PATH_MAX];
+
+	if (vm_path(log, g->dir, VM_RUN_LOG) < 0)
+		return vm_error("%s: path too long", g->dir);
+	if (vm_own_file_ok(log) < 0)
+		return vm_error("%s: %s", log, vm_open_own_strerror(errno));
+	return 0;
+}
+
 /* Everything `vm start` can check before the guest goes to the background. */
 static int check_startable(const struct vm_sys *sys, const struct vm_guest *g,
                            const struct vm_status *st, const struct start_args *a)
@@ -238,6 +251,8 @@ static int check_startable(const struct vm_sys *sys, const struct vm_guest *g,
 		return vm_error("console=tmux is set but tmux is not installed");
 	if (!sys->self[0])
 		return vm_error("cannot find the vm binary (/proc/self/exe)");
+	if (check_log(g) != 0)
+		return 1;
 	rc = build_command(sys, g, a, &cmd);
 	argv_free(&cmd);
 	return rc != 0 ? rc : vm_check_host_kvm(g);
@@ -272,7 +287,7 @@ exec_detached(const struct vm_sys *sys, const struct vm_guest *g, const char *is
 		_exit(0);
 	null = open("/dev/null", O_RDONLY);
 	if (vm_path(log, g->dir, VM_RUN_LOG) < 0 || null < 0 ||
-	    (out = open(log, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
+	    (out = vm_open_own(log, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
 		_exit(1);
 	if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
 	    fcntl(ready_fd, F_SETFD, 0) < 0)
@@ -548,10 +563,31 @@ int cmd_start(struct vm_sys *sys, int argc, char **argv)
 	return start_many(sys, argv + optind, (size_t)(argc - optind), &a);
 }
 
-/* vm-bhyve's datastore::iso_find: a path, a file here, in .iso, in an iso store. */
+/*
+ * `file` in the ISO store `dir`: 0 with `out`, -1 when it is not there, 1
+ * after a message when it is there but leads outside the store (a
+ * symbolic link, `..`): a store's names stay in the store.
+ */
+static int iso_in_store(const char *dir, const char *file, char *out)
+{
+	char why[2 * PATH_MAX];
+
+	if (vm_path(out, dir, file) < 0 || access(out, R_OK) != 0)
+		return -1;
+	if (vm_path_confine(dir, file, out, why, sizeof(why)) == 0)
+		return 0;
+	return vm_error("iso %s in %s: %s", file, dir, why);
+}
+
+/*
+ * vm-bhyve's datastore::iso_find: a path, a file here (both typed by the
+ * user, so taken as given), in .iso, in an iso store.  0, -1 when not
+ * found, 1 after a message.
+ */
 static int find_iso(const struct vm_sys *sys, const char *file, char *out)
 {
 	char cwd[PATH_MAX], dir[PATH_MAX];
+	int rc;
 
 	if (file[0] == '/')
 		return access(file, R_OK) == 0 && snprintf(out, PATH_MAX, "%s", file) < PATH_MAX
@@ -559,17 +595,16 @@ static int find_iso(const struct vm_sys *sys, const char *file, char *out)
 		           : -1;
 	if (getcwd(cwd, sizeof(cwd)) && vm_path(out, cwd, file) == 0 && access(out, R_OK) == 0)
 		return 0;
-	if (vm_path(dir, sys->vm_dir, ".iso") == 0 && vm_path(out, dir, file) == 0 &&
-	    access(out, R_OK) == 0)
-		return 0;
+	if (vm_path(dir, sys->vm_dir, ".iso") == 0 && (rc = iso_in_store(dir, file, out)) >= 0)
+		return rc;
 	for (size_t i = 1; i < vm_datastore_count(sys); i++) {
 		char key[VM_NAME_MAX + 8];
 		const char *ds = vm_datastore_name(sys, i), *spec;
 		snprintf(key, sizeof(key), "path_%s", ds ? ds : "");
 		spec = rcconf_get(sys->system, key);
-		if (spec && !strncmp(spec, "iso:", 4) && vm_path(out, spec + 4, file) == 0 &&
-		    access(out, R_OK) == 0)
-			return 0;
+		if (spec && !strncmp(spec, "iso:", 4) &&
+		    (rc = iso_in_store(spec + 4, file, out)) >= 0)
+			return rc;
 	}
 	return -1;
 }
@@ -586,8 +621,10 @@ int cmd_install(struct vm_sys *sys, int argc, char **argv)
 		return vm_error("usage: vm install [-f|-i] [-n] name iso");
 	if (check_access(sys, a.dry_run, "install"))
 		return 1;
-	if (find_iso(sys, argv[optind + 1], iso) < 0)
+	if ((rc = find_iso(sys, argv[optind + 1], iso)) < 0)
 		return vm_error("unable to locate iso file - '%s'", argv[optind + 1]);
+	if (rc > 0)
+		return 1;
 	a.iso = iso;
 	return start_many(sys, argv + optind, 1, &a);
 }

@@ -76,7 +76,8 @@ int storage_snapshots_read(const struct vm_guest *g, struct snap_set *s)
 		v[s->n++].seq = seq;
 	}
 	closedir(d);
-	qsort(s->v, s->n, sizeof(*s->v), cmp_seq);
+	if (s->n) /* qsort(NULL, 0, ...) is undefined */
+		qsort(s->v, s->n, sizeof(*s->v), cmp_seq);
 	return 0;
 }
 
@@ -147,6 +148,14 @@ static int snapshot_files(const struct vm_guest *g, struct disk_files *f, char *
 	return 0;
 }
 
+/* A folder, not a link to one. */
+static bool real_dir(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* Copy the files into .snapshots/.SNAP.XXXXXX, then rename it to SNAP. */
 static int snapshot_make(const struct vm_guest *g, const char *snap, unsigned long seq, char *err,
                          size_t errlen)
@@ -165,6 +174,10 @@ static int snapshot_make(const struct vm_guest *g, const char *snap, unsigned lo
 		goto out;
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	if (!real_dir(dir)) { /* a link there would take the copies elsewhere */
+		snprintf(err, errlen, "%s: not a folder of its own (a symbolic link?)", dir);
 		goto out;
 	}
 	if (snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", dir, snap) >= (int)sizeof(tmp) ||
@@ -270,6 +283,14 @@ static int snapshot_contents(const char *dir, struct disk_files *f, char *err, s
 	return 0;
 }
 
+/* A plain file, not a link to one. */
+static bool plain_file(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* Copy every file of the snapshot to a temporary name beside the file it
  * replaces; only when all copies are made are they renamed over. */
 static int restore_files(const struct vm_guest *g, const char *snap_dir, const struct disk_files *f,
@@ -286,6 +307,10 @@ static int restore_files(const struct vm_guest *g, const char *snap_dir, const s
 	}
 	for (i = 0; i < f->n && rc == 0; i++) {
 		rc = storage_join(src, snap_dir, f->name[i], err, errlen);
+		if (rc == 0 && !plain_file(src)) { /* a link could bring in any host file */
+			snprintf(err, errlen, "%s: not a plain file", src);
+			rc = -1;
+		}
 		if (rc == 0 &&
 		    (rc = storage_temp_file(g->dir, f->name[i], tmp[i], err, errlen)) == 0) {
 			made++;

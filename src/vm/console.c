@@ -308,13 +308,34 @@ static int check_running(const struct vm_guest *g, const struct vm_status *st, c
 	return 0;
 }
 
+/*
+ * khyve's comN.pty links point into /dev/pts; a link to anything else (a
+ * host terminal or file, in a folder copied from elsewhere) is not opened.
+ */
+static bool pty_link(const char *link)
+{
+	char target[64];
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+
+	if (n <= 0)
+		return false;
+	target[n] = '\0';
+	return strncmp(target, "/dev/pts/", 9) == 0 && target[9] &&
+	       target[9 + strspn(target + 9, "0123456789")] == '\0';
+}
+
 /* Open the slave behind `link`; raw, because a previous client (screen,
  * cu) may have left it cooked.  -1 after printing why. */
 static int open_console(const struct vm_guest *g, const char *link, const char *port)
 {
-	int fd = open(link, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	int fd = pty_link(link) ? open(link, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC) : -2;
 	struct termios t;
 
+	if (fd == -2) {
+		vm_error("%s %s: %s does not point into /dev/pts (not made by khyve)", g->name,
+		         port, link);
+		return -1;
+	}
 	if (fd < 0) {
 		vm_error("%s %s: cannot open %s: %s (is it still running?)", g->name, port, link,
 		         strerror(errno));

@@ -39,6 +39,7 @@
 #include "lib/parse.h"
 #include "vm/graphics.h"
 #include "vm/net.h"
+#include "vm/paths.h"
 
 #define SLOT_LAST      30 /* the last slot for disks, NICs, ...; 31 is the LPC bridge */
 #define SLOT_LPC       31
@@ -219,6 +220,33 @@ static int guest_path(struct build *b, const char *key, const char *path, char o
 }
 
 /*
+ * A file that `key` names: inside the guest's folder once every link is
+ * followed (paths.h), or refused with what `dev_key`="custom" would allow.
+ * A folder copied from another host must not reach the host's files.
+ */
+static int confined_path(struct build *b, const char *key, const char *dev_key, char out[PATH_MAX])
+{
+	char why[2 * PATH_MAX];
+
+	if (vm_path_confine(b->g->dir, setting(b, key), out, why, sizeof(why)) == 0)
+		return 0;
+	return fail(b, "%s=\"%s\": %s (set %s=\"custom\" to use a host path)", key,
+	            rcconf_get_default(b->g->conf, key, ""), why, dev_key);
+}
+
+/* KEY as a file for khyve: KEY_dev="custom" takes it as given, else it is confined. */
+static int file_setting(struct build *b, const char *key, const char *dev_key, char out[PATH_MAX])
+{
+	const char *dev = setting(b, dev_key);
+
+	if (dev == NULL || strcmp(dev, "file") == 0)
+		return confined_path(b, key, dev_key, out);
+	if (strcmp(dev, "custom") == 0)
+		return guest_path(b, key, setting(b, key), out);
+	return bad_value(b, dev_key, "want file or custom");
+}
+
+/*
  * khyve splits -s and -l arguments at commas, so a path holding one would
  * turn into options.  `key` names the setting the path came from (NULL:
  * not from the guest's settings).
@@ -311,12 +339,12 @@ static int add_seabios(struct build *b)
 /* UEFI variables live beside the guest's config (the start code makes them). */
 static int add_uefi(struct build *b, const char *rom, const char *hint)
 {
-	char vars[PATH_MAX];
+	char vars[PATH_MAX], why[2 * PATH_MAX];
 
 	if (!setting_yes(b, "uefi_vars", false))
 		return add_bootrom(b, rom, NULL, hint);
-	if (vm_path(vars, b->g->dir, "uefi-vars.fd") < 0)
-		return fail_host(b, "%s: path too long", b->g->dir);
+	if (vm_path_confine(b->g->dir, VM_UEFI_VARS, vars, why, sizeof(why)) < 0)
+		return fail(b, "uefi_vars=\"yes\": %s/%s: %s", b->g->dir, VM_UEFI_VARS, why);
 	return add_bootrom(b, rom, vars, hint);
 }
 
@@ -331,21 +359,24 @@ static int add_ovmf(struct build *b)
 /* vm-bhyve keeps uefi-custom's firmware in the guest's datastore, .config/. */
 static int add_uefi_custom(struct build *b)
 {
-	char rom[PATH_MAX];
+	char rom[PATH_MAX], ds[PATH_MAX], why[2 * PATH_MAX];
 	const char *slash = strrchr(b->g->dir, '/');
 	int dslen = slash ? (int)(slash - b->g->dir) : 0;
 
-	if (snprintf(rom, sizeof(rom), "%.*s/.config/BHYVE_UEFI.fd", dslen, b->g->dir) >=
-	    (int)sizeof(rom))
+	if (snprintf(ds, sizeof(ds), "%.*s", dslen, b->g->dir) >= (int)sizeof(ds))
 		return fail_host(b, "%s: path too long", b->g->dir);
+	/* A datastore copied from elsewhere may hold it too: it stays in there. */
+	if (vm_path_confine(ds[0] ? ds : "/", ".config/BHYVE_UEFI.fd", rom, why, sizeof(why)) < 0)
+		return fail_host(b, "loader uefi-custom: %s/.config/BHYVE_UEFI.fd: %s", ds, why);
 	return add_uefi(b, rom, "loader uefi-custom wants it there");
 }
 
 static int add_linux_file(struct build *b, const char *key, const char *option)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], dev_key[48];
 
-	if (guest_path(b, key, setting(b, key), path) < 0 || must_exist(b, key, path) < 0 ||
+	snprintf(dev_key, sizeof(dev_key), "%s_dev", key);
+	if (file_setting(b, key, dev_key, path) < 0 || must_exist(b, key, path) < 0 ||
 	    add(b, "-o") < 0)
 		return -1;
 	return addf(b, "%s=%s", option, path);
@@ -546,7 +577,7 @@ static int disk_path(struct build *b, unsigned n, char path[PATH_MAX])
 	const char *dev = setting(b, nth_key(dev_key, "disk", n, "_dev"));
 
 	if (dev == NULL || strcmp(dev, "file") == 0) {
-		if (guest_path(b, name_key, name, path) < 0)
+		if (confined_path(b, name_key, dev_key, path) < 0)
 			return -1;
 	} else if (strcmp(dev, "custom") == 0) {
 		if (snprintf(path, PATH_MAX, "%s", name) >= PATH_MAX)
@@ -941,20 +972,53 @@ static int add_comports(struct build *b)
 	return 0;
 }
 
-/* bhyve_options, split at blanks as vm-bhyve's unquoted expansion does. */
+/*
+ * The khyve option a word of bhyve_options gives that can name a host
+ * file: -s (a device's image), -l (a port's link, the boot ROM), -o (any
+ * config key, paths included) or -k (a config file); 0 for none.  Flags
+ * cluster as getopt takes them ("-ws"); -c, -m and -U end a cluster.
+ */
+static char file_option(const char *word)
+{
+	if (word[0] != '-' || word[1] == '-')
+		return 0;
+	for (const char *p = word + 1; *p; p++) {
+		if (strchr("slok", *p))
+			return *p;
+		if (strchr("cmU", *p))
+			return 0;
+	}
+	return 0;
+}
+
+/*
+ * bhyve_options, split at blanks as vm-bhyve's unquoted expansion does.
+ * Options that can name host files need bhyve_options_dev="custom", as
+ * diskN_name does: a folder from elsewhere must not reach them unasked.
+ */
 static int add_bhyve_options(struct build *b)
 {
-	const char *v = setting(b, "bhyve_options");
-	char *copy, *save = NULL, *word;
+	const char *v = setting(b, "bhyve_options"), *dev = setting(b, "bhyve_options_dev");
+	bool custom = dev && strcmp(dev, "custom") == 0;
+	char *copy, *save = NULL, *word, opt;
 	int rc = 0;
 
 	if (v == NULL)
 		return 0;
+	if (dev && !custom && strcmp(dev, "file") != 0)
+		return bad_value(b, "bhyve_options_dev", "want file or custom");
 	if ((copy = strdup(v)) == NULL)
 		return out_of_memory(b);
 	for (word = strtok_r(copy, " \t\n", &save); word && rc == 0;
-	     word = strtok_r(NULL, " \t\n", &save))
-		rc = add(b, word);
+	     word = strtok_r(NULL, " \t\n", &save)) {
+		if (!custom && (opt = file_option(word)) != 0)
+			rc = fail(b,
+			          "bhyve_options=\"%s\": -%c can name a host file "
+			          "(set bhyve_options_dev=\"custom\" to pass it)",
+			          v, opt);
+		else
+			rc = add(b, word);
+	}
 	free(copy);
 	return rc;
 }
@@ -990,9 +1054,10 @@ static bool key_known(const char *key)
 	    "graphics_vga", "graphics_wait", "vnc_password", "xhci_mouse", "sound", "sound_play",
 	    "sound_rec", "priority", "on_restart", "on_fault", "prestart", "loader_timeout",
 	    "grub_run_dir", "grub_run_file", "grub_run_partition", "bhyveload_args",
-	    "bhyveload_loader", "linux_kernel", "linux_initrd", "linux_cmdline", "console", "guest",
-	    "nulliso_fix", "zfs_dataset_opts", "zfs_zvol_opts", "limit_pcpu", "limit_rbps",
-	    "limit_riops", "limit_wbps", "limit_wiops", NULL};
+	    "bhyveload_loader", "linux_kernel", "linux_initrd", "linux_cmdline", "linux_kernel_dev",
+	    "linux_initrd_dev", "bhyve_options_dev", "console", "guest", "nulliso_fix", "zfs_dataset_opts",
+	    "zfs_zvol_opts", "limit_pcpu", "limit_rbps", "limit_riops", "limit_wbps", "limit_wiops",
+	    NULL};
 	/* clang-format on */
 	static const char *const disk[] = {"_type", "_name", "_dev", "_opts", "_size", NULL};
 	static const char *const nic[] = {"_type", "_switch", "_mac", "_device",

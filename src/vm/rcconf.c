@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A settings file larger than this is not one (a link to a disk image, say). */
+#define RCCONF_MAX_BYTES (1024 * 1024)
+
 /* One line of the file; `key` is NULL for comments and other kept lines. */
 struct rc_line {
 	char *raw;
@@ -203,11 +206,38 @@ struct rcconf *rcconf_parse(const char *text, const char *name, char *err, size_
 	return rc;
 }
 
+/*
+ * Open a settings file for reading: a FIFO or socket put there (a guest
+ * folder may come from anywhere) would block `vm list` forever.
+ */
+static FILE *open_settings(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), e = 0;
+	struct stat st;
+	FILE *f = NULL;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0)
+		e = errno;
+	else if (S_ISDIR(st.st_mode))
+		e = EISDIR;
+	else if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+		e = EINVAL;
+	else if (!(f = fdopen(fd, "r")))
+		e = errno;
+	if (f)
+		return f;
+	close(fd);
+	errno = e;
+	return NULL;
+}
+
 struct rcconf *rcconf_load(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
+	FILE *f = open_settings(path);
 	char *text = NULL;
-	size_t len = 0;
+	size_t len = 0, total = 0;
 	struct rcconf *rc;
 	int e;
 
@@ -220,9 +250,11 @@ struct rcconf *rcconf_load(const char *path, char *err, size_t errlen)
 	FILE *mem = open_memstream(&text, &len);
 	char buf[4096];
 	size_t got;
-	while (mem && (got = fread(buf, 1, sizeof(buf), f)) > 0)
+	while (mem && total <= RCCONF_MAX_BYTES && (got = fread(buf, 1, sizeof(buf), f)) > 0) {
 		fwrite(buf, 1, got, mem);
-	e = ferror(f) ? errno : 0;
+		total += got;
+	}
+	e = ferror(f) ? errno : total > RCCONF_MAX_BYTES ? EFBIG : 0;
 	fclose(f);
 	if (!mem || fclose(mem) != 0 || e) {
 		snprintf(err, errlen, "%s: %s", path, strerror(e ? e : ENOMEM));

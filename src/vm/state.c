@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +63,13 @@ static bool lock_held(int fd)
 	return fl.l_type != F_UNLCK;
 }
 
+static bool plain_file(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* The first line of run.lock: the host that locked the guest. */
 static void read_host(int fd, char *out, size_t len)
 {
@@ -104,8 +112,14 @@ void vm_status_get(const struct vm_sys *sys, const struct vm_guest *g, struct vm
 
 	(void)sys;
 	memset(st, 0, sizeof(*st));
-	if (vm_path(path, g->dir, VM_RUN_LOCK) < 0 || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	/* O_NONBLOCK | O_NOFOLLOW: a FIFO or link planted there must not hang vm list. */
+	if (vm_path(path, g->dir, VM_RUN_LOCK) < 0 ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
 		return;
+	if (!plain_file(fd)) {
+		close(fd);
+		return;
+	}
 	read_host(fd, st->host, sizeof(st->host));
 	vm_hostname(me, sizeof(me));
 	/* Another host's name: locked there (vm-bhyve's rule), whether or not

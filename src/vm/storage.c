@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "vm/khyvecmd.h"
+#include "vm/paths.h"
 #include "vm/state.h"
 #include "vm/util.h"
 #include "vm/storage.h"
@@ -295,7 +296,7 @@ bool storage_disk_listed(const struct disk_files *d, const char *name)
 static int disk_file(const struct vm_guest *g, unsigned n, const char *file, char *err,
                      size_t errlen)
 {
-	char key[32], path[PATH_MAX];
+	char key[32], path[PATH_MAX], why[2 * PATH_MAX];
 	const char *dev;
 
 	snprintf(key, sizeof(key), "disk%u_dev", n);
@@ -317,6 +318,11 @@ static int disk_file(const struct vm_guest *g, unsigned n, const char *file, cha
 	}
 	if (vm_path(path, g->dir, file) < 0 || !storage_is_regular(path)) {
 		snprintf(err, errlen, "%s/%s: disk%u is missing", g->dir, file, n);
+		return -1;
+	}
+	/* A link may point at another file of the folder, never outside it. */
+	if (vm_path_confine(g->dir, file, path, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "%s: disk%u_name=\"%s\": %s", g->name, n, file, why);
 		return -1;
 	}
 	return 0;

@@ -26,6 +26,7 @@
 
 #include "vm/khyvecmd.h"
 #include "vm/net.h"
+#include "vm/paths.h"
 #include "vm/util.h"
 
 #define FAULT_MAX      10  /* restarts after faults allowed ... */
@@ -73,10 +74,14 @@ static void slog(const struct supervisor *s, const char *fmt, ...)
 	time_t now = time(NULL);
 	struct tm tm;
 	va_list ap;
-	FILE *f = fopen(s->log_path, "ae");
+	int fd = vm_open_own(s->log_path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+	FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
 
-	if (!f)
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return;
+	}
 	strftime(stamp, sizeof(stamp), "%b %d %T", localtime_r(&now, &tm));
 	fprintf(f, "%s: ", stamp);
 	va_start(ap, fmt);
@@ -235,10 +240,10 @@ static int try_lock(struct supervisor *s, const char *me)
 {
 	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
 	char host[256];
-	int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = vm_open_own(s->lock_path, O_RDWR | O_CREAT, 0644);
 
 	if (fd < 0) {
-		fatal(s, "%s: %s", s->lock_path, strerror(errno));
+		fatal(s, "%s: %s", s->lock_path, vm_open_own_strerror(errno));
 		return -1;
 	}
 	if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
@@ -386,12 +391,14 @@ static int ensure_uefi_vars(struct supervisor *s, const struct argv *a)
 {
 	char vars[PATH_MAX], tmpl[PATH_MAX];
 
-	if (vm_path(vars, s->g.dir, "uefi-vars.fd") < 0 || access(vars, F_OK) == 0)
+	/* lstat: never copy through a (dangling) link; khyvecmd.c vetted any there. */
+	if (vm_path(vars, s->g.dir, VM_UEFI_VARS) < 0 || vm_exists(vars))
 		return 0;
 	for (size_t i = 0; i < a->n; i++) {
 		if (!vars_template(a->v[i], vars, tmpl, sizeof(tmpl)))
 			continue;
-		const char *cp[] = {"cp", "--reflink=auto", "--", tmpl, vars, NULL};
+		const char *cp[] = {
+		    "cp", "--reflink=auto", "--remove-destination", "--", tmpl, vars, NULL};
 		char err[PATH_MAX + 200];
 		if (vm_tool_run(&(struct vm_tool){.argv = cp}, err, sizeof(err)) < 0) {
 			fatal(s, "cannot copy the UEFI variables template %s to %s (%s)", tmpl,

@@ -98,7 +98,8 @@ static void __attribute__((noreturn)) child_run(const struct vm_tool *t, int in,
 {
 	int logfd = -1;
 
-	if (t->log && (logfd = open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+	if (t->log && (logfd = open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+	                            0644)) < 0)
 		_exit(126);
 	if (logfd >= 0)
 		so = se = logfd;

@@ -445,13 +445,28 @@ static void test_options(void **state)
 	                       "wired_memory=\"yes\"\n"
 	                       "utctime=\"no\"\n"
 	                       "uuid=\"0f6e1fd2-6bb4-11ee-8a5c-00a098000001\"\n"
-	                       "bhyve_options=\"-x  -o\tboot_probe=true\"\n",
+	                       "bhyve_options=\"-x  -o\tboot_probe=true\"\n"
+	                       "bhyve_options_dev=\"custom\"\n",
 	                       NULL),
 	                 0);
 	assert_line(KHYVE
 	            " -c cpus=1 -m 256M -A -H -P -w -S -U 0f6e1fd2-6bb4-11ee-8a5c-00a098000001"
 	            " -s 0,i440fx -s 31,lpc -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty"
 	            " -x -o boot_probe=true guest1");
+	/* Options that can name host files want bhyve_options_dev="custom" (paths.h). */
+	assert_int_equal(build("loader=bios\nbhyve_options=\"-x -e\"\n", NULL), 0);
+	assert_has(" -x -e guest1");
+	assert_int_equal(
+	    build("loader=bios\nbhyve_options=\"-x -s 9,virtio-blk,/etc/passwd\"\n", NULL), -1);
+	assert_string_equal(err,
+	                    "guest1.conf: bhyve_options=\"-x -s 9,virtio-blk,/etc/passwd\": -s "
+	                    "can name a host file (set bhyve_options_dev=\"custom\" to pass it)");
+	assert_int_equal(build("loader=bios\nbhyve_options=\"-wo lpc.bootrom=/x\"\n", NULL), -1);
+	assert_contains(err, ": -o can name a host file");
+	assert_int_equal(build("loader=bios\nbhyve_options=\"-c 2 -k\"\n", NULL), -1);
+	assert_int_equal(build("loader=bios\nbhyve_options=-x\nbhyve_options_dev=zvol\n", NULL),
+	                 -1);
+	assert_contains(err, "bhyve_options_dev=\"zvol\": want file or custom");
 	assert_int_equal(build("loader=bios\nuuid=\"not-a-uuid\"\n", NULL), -1);
 	assert_string_equal(err, "guest1.conf: uuid=\"not-a-uuid\": not a UUID");
 }
@@ -511,6 +526,40 @@ static void test_disks(void **state)
 	                 0);
 	assert_has(" -s 10,ahci,hd:@/guest1/disk0.img,hd:@/guest1/disk1.img"
 	           " -s 11,ahci,hd:@/guest1/disk2.img ");
+}
+
+/* Files the config names stay in the guest's folder unless it says "custom" (paths.h). */
+static void test_host_paths(void **state)
+{
+	(void)state;
+	assert_int_equal(build("loader=bios\ndisk0_type=nvme\ndisk0_name=\"../raw.img\"\n", NULL),
+	                 -1);
+	assert_err("guest1.conf: disk0_name=\"../raw.img\": '..' is not allowed"
+	           " (set disk0_dev=\"custom\" to use a host path)");
+	char *abs = expand("loader=bios\ndisk0_type=nvme\ndisk0_name=\"@/raw.img\"\n");
+	assert_int_equal(build(abs, NULL), -1);
+	free(abs);
+	assert_contains(err, "disk0_name=");
+	assert_contains(err, ": it is outside ");
+	/* vm configure's check (settings only) refuses the same */
+	struct vm_start_opts check = {.settings_only = true};
+	assert_int_equal(build("loader=bios\ndisk0_type=nvme\ndisk0_name=a/../../x\n", &check), -1);
+	assert_contains(err, "'..' is not allowed");
+	assert_int_equal(build("loader=linux\nlinux_kernel=../bios.bin\n", NULL), -1);
+	assert_err("guest1.conf: linux_kernel=\"../bios.bin\": '..' is not allowed"
+	           " (set linux_kernel_dev=\"custom\" to use a host path)");
+	assert_int_equal(
+	    build("loader=linux\nlinux_kernel=vmlinuz\nlinux_initrd=../raw.img\n", NULL), -1);
+	assert_contains(err, "linux_initrd=\"../raw.img\": '..' is not allowed");
+	assert_int_equal(build("loader=linux\nlinux_kernel=../bios.bin\nlinux_kernel_dev=custom\n"
+	                       "linux_initrd=../raw.img\nlinux_initrd_dev=custom\n",
+	                       NULL),
+	                 0);
+	assert_has(" -o linux.kernel=@/guest1/../bios.bin -o linux.initrd=@/guest1/../raw.img ");
+	assert_string_equal(warnings, ""); /* the _dev keys are known */
+	assert_int_equal(build("loader=linux\nlinux_kernel=vmlinuz\nlinux_kernel_dev=zvol\n", NULL),
+	                 -1);
+	assert_err("guest1.conf: linux_kernel_dev=\"zvol\": want file or custom");
 }
 
 static void test_disk_errors(void **state)
@@ -836,6 +885,7 @@ int main(void)
 	    T(test_options),
 	    T(test_disks),
 	    T(test_disk_errors),
+	    T(test_host_paths),
 	    T(test_networks),
 	    T(test_slots),
 	    T(test_comports),
