@@ -125,10 +125,13 @@ static int limit_this_thread(char *err, size_t errlen)
 
 int jail_prepare(char *err, size_t errlen)
 {
+	/* -o sandbox=off: the seccomp half (src/lib/sandbox.c) files it as
+	 * sandbox.enable, beside sandbox.user; a plain "sandbox" also counts. */
+	const char *key = config_get("sandbox.enable") != NULL ? "sandbox.enable" : "sandbox";
 	bool on = true;
 
-	if (config_get_bool("sandbox", true, &on) < 0) {
-		snprintf(err, errlen, "sandbox=%s: want on or off", config_get("sandbox"));
+	if (config_get_bool(key, true, &on) < 0) {
+		snprintf(err, errlen, "sandbox=%s: want on or off", config_get(key));
 		return -1;
 	}
 	jail.on = on;

@@ -7,7 +7,8 @@
  * capabilities in any set, and PR_SET_NO_NEW_PRIVS.
  *
  * Configuration (read from the config tree):
- *   sandbox=off          no jail at all (the seccomp filters' switch too)
+ *   sandbox=off          no jail at all (the seccomp filters' switch too;
+ *                        read as sandbox.enable where the tree files it so)
  *   sandbox.user=NAME    the user to become when started as root; default
  *                        `khyve` where it exists (make install creates it),
  *                        else `nobody`
