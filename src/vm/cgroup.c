@@ -275,7 +275,14 @@ void vm_cgroup_describe(const char *guest, char *out, size_t len)
 	if (!name_ok(guest) ||
 	    snprintf(path, sizeof(path), "%s/khyve/%s", root, guest) >= (int)sizeof(path) ||
 	    stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(out, len, "- (made while the guest runs)");
+		bool m = has_controller(root, "memory"), c = has_controller(root, "cpu");
+
+		snprintf(out, len, "- (made while the guest runs%s%s%s%s)",
+		         m && c ? "" : "; cgroup2 at ", m && c ? "" : root,
+		         m ? "" : " lacks memory",
+		         c   ? ""
+		         : m ? " lacks cpu"
+		             : " and cpu");
 		return;
 	}
 	read_line(path, "memory.max", mem, sizeof(mem));

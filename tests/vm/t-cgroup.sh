@@ -45,6 +45,9 @@ until_state g Stopped
 i=0
 while [ -e "$cg/khyve/g" ]; do i=$((i + 1)); [ $i -lt 50 ] || die "cgroup left after stop"; sleep 0.1; done
 vm info g | grep -qx '  cgroup: - (made while the guest runs)' || die "info stopped: $(vm info g | grep cgroup)"
+echo "pids" >"$cg/cgroup.controllers"
+vm info g | grep -qx "  cgroup: - (made while the guest runs; cgroup2 at $cg lacks memory and cpu)" ||
+	die "info stopped, no controllers: $(vm info g | grep cgroup)"
 
 # Only cpu delegated (this host: memory is on cgroup v1): no memory.max.
 echo "cpu pids" >"$cg/cgroup.controllers"
