@@ -255,6 +255,7 @@ unit: $(UNIT_BIN) $(UNIT_SAN)
 
 guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUESTS)
 	@tests/guests/run
+	@tests/guests/jail $(BUILD) $(BUILD)/san
 
 # The user's terminal after khyve on stdio and `vm console`, in a tmux pane.
 term-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/san/bin/vm \
@@ -322,6 +323,12 @@ install: $(BUILD)/bin/khyve $(BUILD)/bin/vm
 	install -m 644 share/khyve.8 share/vm.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	sed 's|/usr/local|$(PREFIX)|g' share/khyve.service >$(DESTDIR)$(SYSTEMD_DIR)/khyve.service
 	@getent group khyve >/dev/null || [ -n "$(DESTDIR)" ] || groupadd --system khyve || true
+	@# The user khyve drops to (khyve(8) sandbox.user); a staged install
+	@# (DESTDIR) leaves that to the package's postinst.
+	@if [ -n "$(DESTDIR)" ]; then echo "DESTDIR set: not creating the user khyve"; \
+	elif ! getent passwd khyve >/dev/null; then \
+		useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+			--gid khyve khyve; fi
 	@echo "installed; enable autostart with: systemctl enable khyve.service"
 
 demo:

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,18 +67,36 @@ static int kind_from_env(const char *v, enum host_kvm *kind)
 	return -1;
 }
 
+static enum host_kvm probe_files(const char *dev)
+{
+	if (device_missing(dev))
+		return HOST_KVM_NONE;
+	if (access("/sys/module/kvm_pvm", F_OK) == 0 ||
+	    (!cpu_has_flag_or_unknown("vmx") && !cpu_has_flag_or_unknown("svm")))
+		return HOST_KVM_PVM;
+	return HOST_KVM_HARDWARE;
+}
+
 int host_kvm_probe(enum host_kvm *kind)
 {
+	/* The answer per device path is kept: after the jail (src/run/jail.c)
+	 * neither the device nor /proc and /sys can be opened again. */
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static char cached_dev[256];
+	static enum host_kvm cached_kind;
 	const char *forced = getenv("KHYVE_HOST_KVM");
+	const char *dev = host_kvm_device();
 
 	*kind = HOST_KVM_HARDWARE;
 	if (forced != NULL && *forced != '\0')
 		return kind_from_env(forced, kind);
-	if (device_missing(host_kvm_device()))
-		*kind = HOST_KVM_NONE;
-	else if (access("/sys/module/kvm_pvm", F_OK) == 0 ||
-	         (!cpu_has_flag_or_unknown("vmx") && !cpu_has_flag_or_unknown("svm")))
-		*kind = HOST_KVM_PVM;
+	pthread_mutex_lock(&lock);
+	if (strcmp(cached_dev, dev) != 0) {
+		cached_kind = probe_files(dev);
+		snprintf(cached_dev, sizeof(cached_dev), "%s", dev);
+	}
+	*kind = cached_kind;
+	pthread_mutex_unlock(&lock);
 	return 0;
 }
 

@@ -26,7 +26,8 @@ const char *host_kvm_device(void);
  * exist; pvm: /sys/module/kvm_pvm exists or /proc/cpuinfo's flags have
  * neither vmx nor svm; hardware otherwise, also when a file cannot be read
  * (KVM's own errors then speak).  0, or -1 when KHYVE_HOST_KVM has another
- * value (`*kind` is then hardware).
+ * value (`*kind` is then hardware).  The files are read once per device
+ * path, so that the answer holds after the jail (src/run/jail.h).
  */
 int host_kvm_probe(enum host_kvm *kind);
 

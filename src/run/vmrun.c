@@ -26,6 +26,7 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/parse.h"
+#include "run/jail.h"
 #include "vmm/topology.h"
 #include "vmm/vcpu.h"
 
@@ -220,7 +221,9 @@ int vmrun(uint64_t start_ns)
 
 	m.exit_fd = -1;
 	m.start_ns = start_ns;
-	if (vcpu_kick_init() < 0 || build_machine(&m, err, sizeof(err)) < 0) {
+	/* The jail in two halves: before any thread and file, after all of them. */
+	if (jail_prepare(err, sizeof(err)) < 0 || vcpu_kick_init() < 0 ||
+	    build_machine(&m, err, sizeof(err)) < 0 || jail_enter(err, sizeof(err)) < 0) {
 		log_err("%s", err[0] ? err : "cannot create the VM");
 		return KHYVE_EXIT_ERROR;
 	}

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "vm/cgroup.h"
 #include "vm/commands.h"
 #include "vm/state.h"
 #include "vm/util.h"
@@ -287,6 +288,9 @@ static void show_guest(const struct vm_sys *sys, const struct vm_guest *g)
 		       rcconf_get_default(g->conf, "cpu_cores", "1"),
 		       rcconf_get_default(g->conf, "cpu_threads", "1"));
 	show(g, "  ", "memory", NULL, "-");
+	char cgroup[PATH_MAX + 128];
+	vm_cgroup_describe(g->name, cgroup, sizeof(cgroup));
+	printf("  cgroup: %s\n", cgroup);
 	show_vnc(g, &st);
 	if (st.state == VM_RUNNING)
 		printf("\n  console-ports\n    com1: %s/com1.pty\n", g->dir);

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/parse.h"
+#include "vm/cgroup.h"
 #include "vm/khyvecmd.h"
 #include "vm/net.h"
 #include "vm/paths.h"
@@ -46,11 +48,12 @@ struct supervisor {
 	const struct vm_run_opts *o;
 	char lock_path[PATH_MAX], state_path[PATH_MAX], log_path[PATH_MAX];
 	int lock_fd;
-	int ready_fd;    /* `vm start` waits on this pipe, or -1 */
-	bool pending;    /* the start is not reported yet */
-	const char *iso; /* install medium for this run, or NULL */
-	unsigned run;    /* 1, 2, ...: how many times khyve started */
-	int nice;        /* `priority` */
+	int ready_fd;            /* `vm start` waits on this pipe, or -1 */
+	bool pending;            /* the start is not reported yet */
+	const char *iso;         /* install medium for this run, or NULL */
+	unsigned run;            /* 1, 2, ...: how many times khyve started */
+	int nice;                /* `priority` */
+	struct vm_cgroup cgroup; /* every run's khyve goes into it */
 	struct vm_taps taps;
 	struct vm_vnc vnc;   /* graphics: this run's VNC server ("" between runs) */
 	unsigned vnc_port;   /* graphics: the port of the first run, kept across restarts */
@@ -464,6 +467,8 @@ exec_khyve(const struct supervisor *s, const struct argv *a, int errfd)
 	/* Before exec, so that every thread khyve makes inherits it. */
 	if (s->nice && setpriority(PRIO_PROCESS, 0, s->nice) < 0)
 		fprintf(stderr, "vm: warning: priority %d: %s\n", s->nice, strerror(errno));
+	if (vm_cgroup_join(&s->cgroup) < 0)
+		fprintf(stderr, "vm: warning: cgroup %s: %s\n", s->cgroup.path, strerror(errno));
 	if (fcntl(s->lock_fd, F_SETFD, 0) == 0)
 		execvp(a->v[0], a->v);
 	e = errno;
@@ -789,6 +794,23 @@ static int setup(struct supervisor *s, struct vm_sys *sys, const char *name,
 	return 0;
 }
 
+/* The guest's cgroup v2 (src/vm/cgroup.h), for every run of khyve. */
+static void make_cgroup(struct supervisor *s)
+{
+	const char *mem = rcconf_get_default(s->g.conf, "memory", "256M");
+	uint64_t bytes = 256ull << 20;
+
+	/* A bad memory= stops khyvecmd.c later with its own message. */
+	if (parse_memsize(mem, &bytes) < 0)
+		bytes = 256ull << 20;
+	vm_cgroup_create(s->g.name, bytes, s->nice, &s->cgroup);
+	if (s->cgroup.path[0])
+		slog(s, "cgroup %s [memory.max: %llu] [cpu.weight: %u]", s->cgroup.path,
+		     (unsigned long long)s->cgroup.memory_max, s->cgroup.cpu_weight);
+	if (s->cgroup.note[0])
+		slog(s, "cgroup: %s", s->cgroup.note);
+}
+
 int vm_supervise(struct vm_sys *sys, const char *name, const struct vm_run_opts *o)
 {
 	struct supervisor s;
@@ -806,6 +828,7 @@ int vm_supervise(struct vm_sys *sys, const char *name, const struct vm_run_opts 
 		return 1;
 	}
 	remove_stale_ptys(&s);
+	make_cgroup(&s);
 	s.started = time(NULL);
 	s.start_ticks = vm_proc_start(getpid());
 	write_state(&s, 0, 0);
@@ -817,6 +840,7 @@ int vm_supervise(struct vm_sys *sys, const char *name, const struct vm_run_opts 
 	rc = supervise_loop(&s);
 	report(&s, NULL);
 	slog(&s, "stopped");
+	vm_cgroup_remove(&s.cgroup);
 	drop_lock(&s);
 	vm_guest_free(&s.g);
 	return rc;

@@ -4,6 +4,9 @@ set -eu
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export KHYVE_CONF=$scratch/khyve.conf
+# No test touches the host's cgroups: a missing folder means "no cgroup2"
+# (tests/vm/t-cgroup.sh makes one that stands in for cgroupfs).
+export KHYVE_CGROUP_ROOT=$scratch/cgroup
 vm_dir=$scratch/vms
 echo "vm_dir=\"$vm_dir\"" >"$KHYVE_CONF"
 vm() { "$VM" "$@"; }
