@@ -120,9 +120,7 @@ struct fbuf {
 	bool redraw;                      /* slot moved: the KVM log restarted */
 	uint32_t width, height;           /* the configured (EDID) size */
 	/* VNC thread only */
-	uint32_t *shadow; /* SHADOW_PIXELS, the frame handed out */
-	uint32_t sweep_row[FBUF_MAX_W];
-	uint32_t sweep_y;        /* the next row the sweep compares */
+	uint32_t *shadow;        /* SHADOW_PIXELS, the frame handed out */
 	uint64_t vga_seen;       /* vga_write_count() at the last refresh */
 	uint64_t vga_pending_ns; /* since when writes wait to be drawn, 0: none */
 	uint32_t vga_w, vga_h;   /* the VGA frame last handed out */
@@ -669,51 +667,6 @@ static bool same_mode(const struct fbuf_mode *a, const struct fbuf_mode *b)
 	       a->dac8 == b->dac8 && a->big_endian == b->big_endian;
 }
 
-/*
- * A safety net under the dirty log: each refresh also converts a band of
- * SWEEP_DIVISOR-th of the rows and compares it with what was shown, so a
- * write the log missed shows within SWEEP_DIVISOR refreshes (about a second
- * at the VNC thread's 30 a second).  The log does miss writes under nested
- * virtualization: in the lab (level 1 on QEMU's software CPU) OVMF's shell
- * screen stopped changing with khyve and with QEMU alike.  Appends a
- * rectangle for the rows that differ, or widens the last one when full.
- */
-#define SWEEP_DIVISOR 32
-
-static void sweep_rows(struct fbuf *fb, const struct fbuf_mode *md, struct console_frame *f)
-{
-	uint32_t band = (md->yres + SWEEP_DIVISOR - 1) / SWEEP_DIVISOR, lo = UINT32_MAX, hi = 0;
-	uint32_t y0 = fb->sweep_y < md->yres ? fb->sweep_y : 0, y1 = y0 + band;
-	size_t bytes = (size_t)md->xres * sizeof(uint32_t);
-
-	if (y1 > md->yres)
-		y1 = md->yres;
-	for (uint32_t y = y0; y < y1; y++) {
-		uint32_t *shown = fb->shadow + (size_t)y * md->xres;
-
-		fbuf_convert(fb->sweep_row, fb->vram + md->start + (uint64_t)y * md->line, md->xres,
-		             md->bpp, fb->pal, md->big_endian);
-		if (memcmp(fb->sweep_row, shown, bytes) == 0)
-			continue;
-		memcpy(shown, fb->sweep_row, bytes);
-		lo = y < lo ? y : lo;
-		hi = y;
-	}
-	fb->sweep_y = y1;
-	if (lo > hi)
-		return;
-	if (f->nrects < CONSOLE_MAX_RECTS) {
-		f->rects[f->nrects++] =
-		    (struct console_rect){.x = 0, .y = lo, .w = md->xres, .h = hi - lo + 1};
-	} else {
-		struct console_rect *r = &f->rects[f->nrects - 1];
-		uint32_t top = lo < r->y ? lo : r->y, end = r->y + r->h;
-
-		r->h = (end > hi + 1 ? end : hi + 1) - top;
-		r->y = top;
-	}
-}
-
 static void refresh_dispi(struct fbuf *fb, const struct fbuf_mode *md, bool complete,
                           struct console_frame *f)
 {
@@ -732,7 +685,6 @@ static void refresh_dispi(struct fbuf *fb, const struct fbuf_mode *md, bool comp
 		                             md->yres, f->rects, CONSOLE_MAX_RECTS);
 		for (unsigned i = 0; i < f->nrects; i++)
 			convert_rows(fb, md, f->rects[i].y, f->rects[i].h);
-		sweep_rows(fb, md, f);
 	}
 	fb->shown = SHOWN_DISPI;
 	fb->shown_mode = *md;
@@ -792,11 +744,6 @@ static void refresh_legacy(struct fbuf *fb, struct console_frame *f)
 		f->full = true;
 	}
 	fb->shown = SHOWN_BLANK;
-}
-
-uint8_t *fbuf_vram(struct pci_func *f)
-{
-	return ((struct fbuf *)f->softc)->vram;
 }
 
 static void fbuf_refresh(void *arg, struct console_frame *f)

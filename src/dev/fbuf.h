@@ -66,13 +66,4 @@ unsigned fbuf_dirty_rects(const uint64_t *bitmap, size_t npages, uint64_t start,
 void fbuf_convert(uint32_t *dst, const uint8_t *src, uint32_t n, unsigned bpp,
                   const uint32_t pal[256], bool big_endian);
 
-struct pci_func;
-
-/*
- * The host mapping of fbuf function `f`'s framebuffer (BAR0's contents,
- * FBUF_VRAM_SIZE bytes, owned by the device).  For tests that write pixels
- * as a vCPU does through the memory slot, unseen by any dirty log.
- */
-uint8_t *fbuf_vram(struct pci_func *f);
-
 #endif

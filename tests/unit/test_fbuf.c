@@ -278,37 +278,6 @@ static void test_refresh_full_then_dirty(void **state)
 	assert_int_equal(fr.pixels[0], 0);
 }
 
-/* A write no dirty log saw (nested KVM can miss them) shows within a
- * second's worth of refreshes, through the sweep. */
-static void test_sweep_finds_unlogged_writes(void **state)
-{
-	struct console_frame fr;
-	uint32_t line = 800 * 4;
-	bool seen = false;
-	unsigned n;
-
-	(void)state;
-	set_mode(800, 600, 32);
-	memset(&fr, 0, sizeof(fr));
-	assert_true(console_refresh(&fr));
-	memcpy(fbuf_vram(f) + 577 * line + 9 * 4, &(uint32_t){0x00abcdef}, 4);
-	for (n = 0; n < 40 && !seen; n++) {
-		memset(&fr, 0, sizeof(fr));
-		assert_true(console_refresh(&fr));
-		assert_false(fr.full);
-		for (unsigned i = 0; i < fr.nrects; i++)
-			seen |= fr.rects[i].y <= 577 && fr.rects[i].y + fr.rects[i].h > 577;
-	}
-	assert_true(seen);
-	assert_int_equal(fr.pixels[577 * 800 + 9], 0xabcdef);
-	/* found once: later refreshes are quiet again */
-	for (n = 0; n < 40; n++) {
-		memset(&fr, 0, sizeof(fr));
-		assert_true(console_refresh(&fr));
-		assert_int_equal(fr.nrects, 0);
-	}
-}
-
 static void set_bit(uint64_t *bm, unsigned page)
 {
 	bm[page / 64] |= 1ull << (page % 64);
@@ -616,7 +585,6 @@ int main(void)
 	    T(test_edid),
 	    T(test_qemu_ext_regs),
 	    T(test_refresh_full_then_dirty),
-	    T(test_sweep_finds_unlogged_writes),
 	    cmocka_unit_test(test_dirty_rects),
 	    cmocka_unit_test(test_convert),
 	    cmocka_unit_test(test_option_refusal),
