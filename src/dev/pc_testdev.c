@@ -114,9 +114,13 @@ static int testdev_init(struct machine *m, char *err, size_t errlen)
 	return 0;
 }
 
+static const char *const testdev_keys[] = {"pc-testdev", "pc-testdev-debugcon", NULL};
+
 LPC_DEVICE(pc_testdev) = {
     .name = "pc-testdev",
     .option = "pc-testdev",
+    .keys = testdev_keys,
+    .needs_bridge = true,
     .descr = "QEMU's test devices: exit port 0xf4, debug port 0xe9, MMIO scratch",
     .usage = "  -l pc-testdev[,debugcon=FILE]\n"
              "  debugcon=FILE    append what the guest writes to port 0xe9 to FILE\n",

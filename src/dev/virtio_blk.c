@@ -635,6 +635,8 @@ fail:
 	return -1;
 }
 
+static const char *const blk_keys[] = {BLOCKIF_KEYS, "ser", "num-queues", "poll_us", NULL};
+
 PCI_DEVEMU(virtio_blk) = {
     .name = "virtio-blk",
     .descr = "virtio 1.2 block device on a file or block device",
@@ -644,6 +646,7 @@ PCI_DEVEMU(virtio_blk) = {
              "  ser=ID           serial number (GET_ID, up to 20 characters)\n"
              "  num-queues=N     virtqueues (default: one per vCPU)\n"
              "  poll_us=N        busy-poll window in microseconds (0: off)\n",
+    .keys = blk_keys,
     .legacy_config = blockif_legacy_config,
     .init = blk_init,
     .bar_read = virtio_pci_bar_read,

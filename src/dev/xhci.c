@@ -1546,11 +1546,14 @@ static int xhci_init(struct machine *m, struct pci_func *f, struct config_node *
 	return 0;
 }
 
+static const char *const xhci_keys[] = {"slot.*.device", NULL};
+
 PCI_DEVEMU(xhci) = {
     .name = "xhci",
     .descr = "xHCI USB controller (USB 2.0 and 3.0 ports) with USB devices",
     .usage = "  -s SLOT,xhci,DEVICE[,DEVICE]\n"
              "  tablet           USB HID tablet: an absolute pointer fed by the VNC pointer\n",
+    .keys = xhci_keys,
     .legacy_config = xhci_legacy_config,
     .init = xhci_init,
     .bar_read = xhci_bar_read,
