@@ -259,6 +259,12 @@ unit: $(UNIT_BIN) $(UNIT_SAN)
 guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUESTS)
 	@tests/guests/run
 
+# Bad command lines: exit 4 and one line naming the key, with no leak
+# report from the sanitizer build (tests/cli/run; a few seconds).
+.PHONY: cli-tests
+cli-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/guests/hello.rom
+	@tests/cli/run $(BUILD) $(BUILD)/san
+
 # The user's terminal after khyve on stdio and `vm console`, in a tmux pane.
 term-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/san/bin/vm \
             $(BUILD)/guests/term.rom
@@ -303,6 +309,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory vm-tests
 	@$(MAKE) --no-print-directory guest-tests
+	@$(MAKE) --no-print-directory cli-tests
 	@$(MAKE) --no-print-directory term-tests
 	@$(MAKE) --no-print-directory graphics-tests
 	@$(MAKE) --no-print-directory lab-tests
