@@ -102,8 +102,11 @@ static int testdev_init(struct machine *m, char *err, size_t errlen)
 		return -1;
 	t->m = m;
 	pthread_mutex_init(&t->lock, NULL);
-	if (testdev_open_debugcon(t, err, errlen) < 0)
+	if (testdev_open_debugcon(t, err, errlen) < 0) {
+		pthread_mutex_destroy(&t->lock);
+		free(t); /* nothing refers to it yet */
 		return -1;
+	}
 	if (machine_register_pio(m, TESTDEV_EXIT_PORT, 4, exit_port, t, "isa-debug-exit") < 0 ||
 	    machine_register_pio(m, TESTDEV_DEBUGCON, 1, debugcon_port, t, "debugcon") < 0 ||
 	    machine_register_mmio(m, TESTDEV_IOMEM_GPA, TESTDEV_IOMEM_SIZE, iomem_access, t,

@@ -618,6 +618,13 @@ static int blk_init(struct machine *m, struct pci_func *f, struct config_node *n
 	    parse_nqueues(m, node, &blk->nqueues, err, errlen) < 0 ||
 	    parse_poll(node, &blk->poll_us, err, errlen) < 0)
 		goto fail;
+	if (config_node_get(node, "ser") != NULL &&
+	    strlen(config_node_get(node, "ser")) > sizeof(blk->ident)) {
+		/* GET_ID has room for 20 bytes: refused rather than cut. */
+		snprintf(err, errlen, "ser: at most %zu characters, not '%s'", sizeof(blk->ident),
+		         config_node_get(node, "ser"));
+		goto fail;
+	}
 	blk->bi = blockif_open(path, &o, err, errlen);
 	if (blk->bi == NULL)
 		goto fail;
