@@ -262,7 +262,8 @@ guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUES
 # Bad command lines: exit 4 and one line naming the key, with no leak
 # report from the sanitizer build (tests/cli/run; a few seconds).
 .PHONY: cli-tests
-cli-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/guests/hello.rom
+cli-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/san/bin/vm \
+           $(BUILD)/guests/hello.rom
 	@tests/cli/run $(BUILD) $(BUILD)/san
 
 # The user's terminal after khyve on stdio and `vm console`, in a tmux pane.
