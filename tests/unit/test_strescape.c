@@ -1,6 +1,7 @@
 /* Unit tests for escaping user strings in messages (src/lib/strescape.h). */
 #include "unit.h"
 
+#include "lib/log.h"
 #include "lib/strescape.h"
 
 static void test_escapes(void **state)
@@ -29,11 +30,37 @@ static void test_truncation(void **state)
 	assert_ptr_equal(str_escape_controls(buf, 0, "abc"), buf);
 }
 
+/* khyve's messages: one line whatever the name in them holds. */
+static void test_log_line(void **state)
+{
+	char path[] = "/tmp/khyve-log-XXXXXX", buf[256] = "";
+	int fd = mkstemp(path), saved = dup(STDERR_FILENO);
+	FILE *f;
+
+	(void)state;
+	assert_true(fd >= 0 && saved >= 0);
+	fflush(stderr);
+	dup2(fd, STDERR_FILENO);
+	log_err("cannot set the VM name '%s'", "a\nb\033[2J");
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	f = fdopen(fd, "r");
+	assert_non_null(f);
+	rewind(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	assert_string_equal(buf, "khyve: cannot set the VM name 'a\\nb\\e[2J'\n");
+	assert_null(fgets(buf, sizeof(buf), f)); /* nothing after the one line */
+	fclose(f);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_escapes),
 	    cmocka_unit_test(test_truncation),
+	    cmocka_unit_test(test_log_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
