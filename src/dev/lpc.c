@@ -218,6 +218,19 @@ static const struct lpc_device *key_owner(const char *key)
 	return NULL;
 }
 
+/* Whether lpc.KEY turns its device on: any value but a false boolean
+ * (lpc.pc-testdev=false leaves it off). */
+static bool key_turns_on(const char *key)
+{
+	char full[96];
+	bool on = true;
+
+	snprintf(full, sizeof(full), "lpc.%s", key);
+	if (config_get_bool(full, true, &on) < 0)
+		return true; /* a path, a back end */
+	return on;
+}
+
 /* Called for every value below lpc (devopts_each_unknown() with no
  * patterns reports them all). */
 static void scan_lpc_key(const char *key, void *arg)
@@ -231,7 +244,7 @@ static void scan_lpc_key(const char *key, void *arg)
 		snprintf(s->err, s->errlen, "unknown LPC option 'lpc.%s' (see khyve -l help)", key);
 	/* A device's first key is the one that creates it. */
 	if (d != NULL && d->needs_bridge && devopts_key_matches(d->keys[0], key) &&
-	    s->bridged[0] == '\0')
+	    key_turns_on(key) && s->bridged[0] == '\0')
 		snprintf(s->bridged, sizeof(s->bridged), "%.*s", (int)strcspn(key, "."), key);
 }
 

@@ -612,6 +612,7 @@ static void test_validation(void **state)
 	expect_error(RUN("-l", "com1,stdio", "-o", KERNEL_OPT(k), "vm"), "-s 31,lpc");
 	expect_error(RUN("-l", "pc-testdev", "-o", KERNEL_OPT(k), "vm"), "-s 31,lpc");
 	expect_error(RUN("-o", "lpc.com2.path=stdio", "-o", KERNEL_OPT(k), "vm"), "com2");
+	assert_int_equal(RUN("-o", "lpc.pc-testdev=false", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
 	/* A boot ROM is 64 KiB to 16 MiB. */
 	snprintf(r, sizeof(r), "bootrom,%s", tinyrom);
 	expect_error(RUN("-l", r, "vm"), "64 KiB to 16 MiB");
