@@ -38,6 +38,10 @@ struct blockif_opts {
 int blockif_parse_config(struct config_node *node, const char **path, struct blockif_opts *o,
                          char *err, size_t errlen);
 
+/* The keys blockif_parse_config() reads, for a disk emulation's
+ * pci_devemu.keys (each a plain name; prefix them for nested ports). */
+#define BLOCKIF_KEYS "path", "ro", "nocache", "direct", "sync", "nodelete", "sectorsize"
+
 /* Split "path,opt,opt=v" (a -s conf string) into config keys below `node`:
  * the first item is the path; the rest as key[=value]. */
 int blockif_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen);

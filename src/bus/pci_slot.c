@@ -7,6 +7,7 @@
 #include "lib/config.h"
 #include "lib/devopts.h"
 #include "lib/help.h"
+#include "lib/log.h"
 #include "lib/parse.h"
 
 /* GNU ld defines these for the section, possibly empty. */
@@ -125,4 +126,96 @@ int pci_parse_slot_option(const char *opt, char *err, size_t errlen)
 	if (de->legacy_config != NULL)
 		return de->legacy_config(node, conf, err, errlen);
 	return pci_parse_legacy_config(node, conf, err, errlen);
+}
+
+/* ---- the check of pci.B.S.F before the VM starts ---- */
+
+struct key_report {
+	const char *emul; /* the emulation, for the message */
+	unsigned slot, func;
+	bool warn_only;
+	char *err;
+	size_t errlen;
+};
+
+static void report_unknown_key(const char *key, void *arg)
+{
+	struct key_report *r = arg;
+
+	if (r->warn_only)
+		log_warn("%s in slot %u:%u: unknown option '%s' ignored (config.unknown=warn)",
+		         r->emul, r->slot, r->func, key);
+	else if (r->err[0] == '\0')
+		snprintf(r->err, r->errlen,
+		         "%s in slot %u:%u: unknown option '%s' (see khyve -s %s,help)", r->emul,
+		         r->slot, r->func, key, r->emul);
+}
+
+/* The keys of function `node` (pci.B.S.F) against its emulation's list. */
+static int check_function(struct config_node *node, unsigned slot, unsigned func, bool warn_only,
+                          char *err, size_t errlen)
+{
+	static const char *const common[] = {"device", "rom"};
+	const char *emul = config_node_get(node, "device");
+	const struct pci_devemu *de = emul ? pci_devemu_find(emul) : NULL;
+	struct key_report r = {emul, slot, func, warn_only, err, errlen};
+	const char *keys[64];
+	size_t n = 0;
+
+	if (de == NULL) {
+		snprintf(err, errlen, "PCI slot %u:%u: unknown emulation '%s' (see khyve -s help)",
+		         slot, func, emul ? emul : "");
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(common) / sizeof(common[0]); i++)
+		keys[n++] = common[i];
+	for (const char *const *k = de->keys; k && *k && n < sizeof(keys) / sizeof(keys[0]); k++)
+		keys[n++] = *k;
+	err[0] = '\0';
+	if (devopts_each_unknown(node, keys, n, report_unknown_key, &r) > 0 && !warn_only)
+		return -1;
+	return 0;
+}
+
+/* A child of a pci.* level that is an inner node named by a number up to
+ * `max`; -1 with `err` otherwise. */
+static int numbered_level(struct config_node *c, const char *prefix, unsigned max, uint64_t *v,
+                          char *err, size_t errlen)
+{
+	if (config_node_value(c) == NULL && parse_uint(config_node_name(c), 0, max, v) == 0)
+		return 0;
+	snprintf(err, errlen,
+	         "bad PCI config key '%s%s' (want pci.BUS.SLOT.FUNC.KEY, slot 0-31, "
+	         "function 0-7)",
+	         prefix, config_node_name(c));
+	return -1;
+}
+
+int pci_check_config(bool warn_only, char *err, size_t errlen)
+{
+	struct config_node *pci = config_find_node("pci");
+	char prefix[64];
+	uint64_t b, s, f;
+
+	for (struct config_node *bn = pci ? config_node_first(pci) : NULL; bn;
+	     bn = config_node_next(bn)) {
+		if (numbered_level(bn, "pci.", 255, &b, err, errlen) < 0)
+			return -1;
+		for (struct config_node *sn = config_node_first(bn); sn;
+		     sn = config_node_next(sn)) {
+			snprintf(prefix, sizeof(prefix), "pci.%u.", (unsigned)b);
+			if (numbered_level(sn, prefix, 31, &s, err, errlen) < 0)
+				return -1;
+			for (struct config_node *fn = config_node_first(sn); fn;
+			     fn = config_node_next(fn)) {
+				snprintf(prefix, sizeof(prefix), "pci.%u.%u.", (unsigned)b,
+				         (unsigned)s);
+				if (numbered_level(fn, prefix, 7, &f, err, errlen) < 0 ||
+				    check_function(fn, (unsigned)s, (unsigned)f, warn_only, err,
+				                   errlen) < 0)
+					return -1;
+			}
+		}
+	}
+	return 0;
 }

@@ -9,6 +9,7 @@
 #ifndef KHYVE_PCI_SLOT_H
 #define KHYVE_PCI_SLOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,12 @@ struct pci_devemu {
 	/* `-s NAME,help`: the synopsis and one line per option, each line
 	 * ending in '\n'; NULL when the emulation takes none. */
 	const char *usage;
+	/* The keys below the function's node that the emulation reads, as
+	 * devopts_key_matches() patterns ("ro", "port.*.path"), ending in
+	 * NULL; NULL when it reads none.  "device" and "rom" are every
+	 * function's.  Any other key is refused before the VM starts
+	 * (pci_check_config()). */
+	const char *const *keys;
 	/* Turn the -s conf string into keys below `node`; NULL = generic
 	 * key=value parsing.  0, or -1 with `err` filled. */
 	int (*legacy_config)(struct config_node *node, const char *conf, char *err, size_t errlen);
@@ -72,6 +79,16 @@ int pci_print_emulation_usage(FILE *out, const char *name);
 /* Parse one -s argument into config keys; 0, or -1 with a one-line
  * reason in `err`. */
 int pci_parse_slot_option(const char *opt, char *err, size_t errlen);
+
+/*
+ * Check every pci.B.S.F node of the config tree before the VM starts: it
+ * names a known emulation (device=) and sets only the keys that emulation
+ * knows (pci_devemu.keys).  An unknown key is refused with -1 and one line
+ * in `err` naming the key, the emulation and the slot; when `warn_only`,
+ * each is logged as a warning instead and the key ignored.  0 when all is
+ * well (or only warned about).
+ */
+int pci_check_config(bool warn_only, char *err, size_t errlen);
 
 /* Generic "a=b,c" parsing below `node` (c becomes c=true). */
 int pci_parse_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen);

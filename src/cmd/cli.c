@@ -1,5 +1,6 @@
 #include "cmd/cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -13,6 +14,7 @@
 #include "dev/lpc.h"
 #include "lib/config.h"
 #include "lib/parse.h"
+#include "run/known_keys.h"
 #include "vmm/topology.h"
 
 void cli_usage(FILE *out)
@@ -50,32 +52,58 @@ static void set_defaults(void)
 	config_set("x86.strictmsr", "true");
 }
 
-/* bhyve -c: "[[cpus=]n][,sockets=n][,cores=n][,threads=n]". */
-static int parse_topology(const char *opt, char *err, size_t errlen)
+/* One item of -c: a bare count (only first) or KEY=VALUE with a key -c
+ * knows, each at most once.  0, or -1 with `err` filled. */
+static int topology_item(char *item, bool first, unsigned *seen, char *err, size_t errlen)
 {
 	static const char *const keys[] = {"cpus", "sockets", "cores", "threads", "maxcpus"};
-	char *copy = strdup(opt), *tok, *save = NULL;
+	char *eq = strchr(item, '=');
+	const char *key = eq ? item : "cpus", *value = eq ? eq + 1 : item;
+
+	if (eq != NULL)
+		*eq = '\0';
+	if (*item == '\0' || (eq == NULL && !first)) {
+		snprintf(err, errlen,
+		         "bad -c item '%s' (want [[cpus=]n][,sockets=n][,cores=n]"
+		         "[,threads=n])",
+		         item);
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (strcmp(key, keys[i]) != 0)
+			continue;
+		if (*seen & (1u << i)) {
+			snprintf(err, errlen, "-c gives %s twice", key);
+			return -1;
+		}
+		*seen |= 1u << i;
+		if (config_set(key, value) == 0)
+			return 0;
+		break;
+	}
+	snprintf(err, errlen, "bad -c option '%s'", key);
+	return -1;
+}
+
+/* bhyve -c: "[[cpus=]n][,sockets=n][,cores=n][,threads=n]"; empty items
+ * (and an empty -c) are refused.  A later -c replaces what it sets. */
+static int parse_topology(const char *opt, char *err, size_t errlen)
+{
+	char *copy = strdup(opt), *item, *rest;
+	unsigned seen = 0;
 	int rc = 0;
 
 	if (copy == NULL)
 		return -1;
-	for (tok = strtok_r(copy, ",", &save); tok != NULL && rc == 0;
-	     tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-		bool known = eq == NULL;
-
-		if (eq == NULL) {
-			rc = config_set("cpus", tok);
-			continue;
-		}
-		*eq = '\0';
-		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-			if (strcmp(tok, keys[i]) == 0)
-				known = true;
-		if (!known || config_set(tok, eq + 1) < 0) {
-			snprintf(err, errlen, "bad -c option '%s'", tok);
-			rc = -1;
-		}
+	if (*opt == '\0') {
+		snprintf(err, errlen, "-c needs a vCPU count or topology, e.g. -c 2");
+		rc = -1;
+	}
+	for (item = copy, rest = copy; rc == 0 && item != NULL; item = rest) {
+		rest = strchr(item, ',');
+		if (rest != NULL)
+			*rest++ = '\0';
+		rc = topology_item(item, item == copy, &seen, err, errlen);
 	}
 	free(copy);
 	return rc;
@@ -262,6 +290,26 @@ static int check_readable(const char *key, char *err, size_t errlen)
 	return -1;
 }
 
+/* A real boot ROM (SeaBIOS 128 or 256 KiB, OVMF 2-4 MiB) is 64 KiB to
+ * 16 MiB; a smaller file cannot hold a reset vector and real-mode code
+ * where firmware has them, and would end in a KVM internal error. */
+#define BOOTROM_MIN (64u << 10)
+#define BOOTROM_MAX (16u << 20)
+
+static int check_rom_size(char *err, size_t errlen)
+{
+	const char *rom = config_get("lpc.bootrom");
+	struct stat st;
+
+	if (rom == NULL || stat(rom, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0; /* unreadable: check_readable says so; a device: the loader */
+	if (st.st_size >= BOOTROM_MIN && st.st_size <= BOOTROM_MAX)
+		return 0;
+	snprintf(err, errlen, "lpc.bootrom: %s is %lld bytes; a boot ROM is 64 KiB to 16 MiB", rom,
+	         (long long)st.st_size);
+	return -1;
+}
+
 static int validate_boot(char *err, size_t errlen)
 {
 	const char *kernel = config_get("linux.kernel");
@@ -283,9 +331,23 @@ static int validate_boot(char *err, size_t errlen)
 	}
 	if (check_readable("linux.kernel", err, errlen) < 0 ||
 	    check_readable("linux.initrd", err, errlen) < 0 ||
-	    check_readable("lpc.bootrom", err, errlen) < 0)
+	    check_readable("lpc.bootrom", err, errlen) < 0 || check_rom_size(err, errlen) < 0)
 		return -1;
 	return 0;
+}
+
+/* -U / uuid: 8-4-4-4-12 hex digits (RFC 4122 section 3), as bhyve's
+ * uuid_from_string() wants it. */
+static bool uuid_valid(const char *s)
+{
+	static const char layout[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+
+	if (strlen(s) != sizeof(layout) - 1)
+		return false;
+	for (size_t i = 0; layout[i] != '\0'; i++)
+		if (layout[i] == '-' ? s[i] != '-' : !isxdigit((unsigned char)s[i]))
+			return false;
+	return true;
 }
 
 int cli_validate(char *err, size_t errlen)
@@ -294,8 +356,15 @@ int cli_validate(char *err, size_t errlen)
 	const char *mem = config_get("memory.size");
 	uint64_t bytes;
 
-	if (topology_from_config(&topo, err, errlen) < 0)
+	if (known_keys_check(err, errlen) < 0 || topology_from_config(&topo, err, errlen) < 0)
 		return -1;
+	if (config_get("uuid") != NULL && !uuid_valid(config_get("uuid"))) {
+		snprintf(err, errlen,
+		         "-U / uuid: '%s' is not a UUID (want 8-4-4-4-12 hex digits, e.g. "
+		         "0b3a3c8e-1111-2222-3333-444455556666)",
+		         config_get("uuid"));
+		return -1;
+	}
 	if (mem == NULL || parse_memsize(mem, &bytes) < 0) {
 		snprintf(err, errlen, "invalid memory size '%s' (want e.g. 512M or 2G)",
 		         mem ? mem : "");

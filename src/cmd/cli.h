@@ -21,8 +21,11 @@ enum cli_result {
 enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t errlen);
 
 /*
- * Check what the whole tree says (topology, memory size, boot method) so
- * errors surface before any KVM work.  0, or -1 with `err` filled.
+ * Check what the whole tree says so errors surface before any KVM work:
+ * every key known (run/known_keys.h: an unknown -o/-k key or device option
+ * is refused, or only warned about with config.unknown=warn), booleans,
+ * topology, memory size, -U a UUID, the boot method, a boot ROM of 64 KiB
+ * to 16 MiB.  0, or -1 with one line in `err` naming the key.
  */
 int cli_validate(char *err, size_t errlen);
 

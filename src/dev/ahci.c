@@ -1795,6 +1795,23 @@ fail:
 	return -1;
 }
 
+/* What a port reads: its type, the block options, the identity strings. */
+static const char *const ahci_keys[] = {
+    "port.*.type",
+    "port.*.path",
+    "port.*.ro",
+    "port.*.nocache",
+    "port.*.direct",
+    "port.*.sync",
+    "port.*.nodelete",
+    "port.*.sectorsize",
+    "port.*.ser",
+    "port.*.model",
+    "port.*.rev",
+    "port.*.nmrr",
+    NULL,
+};
+
 PCI_DEVEMU(ahci) = {
     .name = "ahci",
     .descr = "AHCI SATA controller, up to 32 disk or CD ports",
@@ -1806,6 +1823,7 @@ PCI_DEVEMU(ahci) = {
              "  ser=S            serial number\n"
              "  rev=R            firmware revision\n"
              "  model=M          model name\n" BLOCKIF_USAGE_FLAGS BLOCKIF_USAGE_SECTORSIZE,
+    .keys = ahci_keys,
     .legacy_config = ahci_legacy_config,
     .init = ahci_init,
     .bar_read = ahci_bar_read,
@@ -1821,6 +1839,7 @@ PCI_DEVEMU(ahci_hd) = {
              "  ser=S            serial number\n"
              "  rev=R            firmware revision\n"
              "  model=M          model name\n" BLOCKIF_USAGE_FLAGS BLOCKIF_USAGE_SECTORSIZE,
+    .keys = ahci_keys,
     .legacy_config = ahci_hd_legacy_config,
     .init = ahci_init,
     .bar_read = ahci_bar_read,
@@ -1836,6 +1855,7 @@ PCI_DEVEMU(ahci_cd) = {
              "  ser=S            serial number\n"
              "  rev=R            firmware revision\n"
              "  model=M          model name\n" BLOCKIF_USAGE_FLAGS BLOCKIF_USAGE_SECTORSIZE,
+    .keys = ahci_keys,
     .legacy_config = ahci_cd_legacy_config,
     .init = ahci_init,
     .bar_read = ahci_bar_read,

@@ -761,13 +761,13 @@ static void fbuf_refresh(void *arg, struct console_frame *f)
 /* ---- options ---- */
 
 static const char *const fbuf_keys[] = {
-    "device", "tcp", "rfb", "unix", "w", "h", "vga", "password", "wait", "rom", "vnc",
+    "device", "tcp", "rfb", "unix", "w", "h", "vga", "password", "wait", "rom", "vnc", NULL,
 };
 
 static int check_keys(struct config_node *node, char *err, size_t errlen)
 {
-	return devopts_check_keys(node, fbuf_keys, sizeof(fbuf_keys) / sizeof(fbuf_keys[0]), err,
-	                          errlen);
+	return devopts_check_keys(node, fbuf_keys, sizeof(fbuf_keys) / sizeof(fbuf_keys[0]) - 1,
+	                          err, errlen);
 }
 
 /* A host name: letters, digits, '.', '-', not all digits and dots (that
@@ -1084,6 +1084,7 @@ PCI_DEVEMU(fbuf) = {
              "  password=PW      VNC password, at most 8 characters\n"
              "  wait             start the vCPUs when the first VNC client connects\n"
              "  vnc=off          no VNC server (tests)\n",
+    .keys = fbuf_keys,
     .legacy_config = fbuf_legacy_config,
     .init = fbuf_init,
     .bar_read = fbuf_bar_read,

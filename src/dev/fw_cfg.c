@@ -381,9 +381,12 @@ static int fw_cfg_init(struct machine *m, char *err, size_t errlen)
 	return 0;
 }
 
+static const char *const fw_cfg_keys[] = {"fwcfg", NULL};
+
 LPC_DEVICE(fw_cfg) = {
     .name = "fw_cfg",
     .option = "fwcfg",
+    .keys = fw_cfg_keys,
     .descr = "QEMU's fw_cfg interface (on by default with a boot ROM)",
     .usage = "  -l fwcfg[,qemu|none]\n"
              "  qemu             offer fw_cfg (ports 0x510, 0x511, DMA 0x514)\n"

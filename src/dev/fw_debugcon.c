@@ -47,9 +47,12 @@ static int fw_debugcon_init(struct machine *m, char *err, size_t errlen)
 	return machine_register_pio(m, FW_DEBUGCON_PORT, 1, fw_debugcon_port, &fd, "debugcon");
 }
 
+static const char *const debugcon_keys[] = {"debugcon.path", NULL};
+
 LPC_DEVICE(fw_debugcon) = {
     .name = "debugcon",
     .option = "debugcon",
+    .keys = debugcon_keys,
     .descr = "firmware debug port 0x402 (SeaBIOS, OVMF) to a file",
     .usage = "  -l debugcon,FILE\n"
              "  FILE             what the firmware writes is appended to it\n",

@@ -7,7 +7,9 @@
 #include <strings.h>
 
 #include "lib/config.h"
+#include "lib/devopts.h"
 #include "lib/help.h"
+#include "lib/log.h"
 
 extern const struct lpc_device *const __start_lpc_devices[];
 extern const struct lpc_device *const __stop_lpc_devices[];
@@ -33,11 +35,14 @@ void lpc_write_dsdt(struct aml *a, void *arg)
 			(*d)->write_dsdt(a);
 }
 
+static const char *const bootrom_keys[] = {"bootrom", "bootvars", NULL};
+
 /* bootrom is parsed here and loaded by boot/bootrom.c; this entry only
- * lists it for `-l help`. */
+ * lists it for `-l help` and names its keys. */
 LPC_DEVICE(bootrom) = {
     .name = "bootrom",
     .option = "bootrom",
+    .keys = bootrom_keys,
     .descr = "firmware image mapped below 4 GiB, started at the reset vector",
     .usage = "  -l bootrom,ROM[,VARS]\n"
              "  ROM              firmware file (SeaBIOS, OVMF_CODE), ends at 4 GiB\n"
@@ -141,9 +146,22 @@ static int parse_debugcon(const char *conf, char *err, size_t errlen)
 	return config_set("lpc.debugcon.path", conf);
 }
 
+/* The key that -l NAME sets first, so a second -l NAME can be refused
+ * (it would silently replace the first). */
+static const char *main_key(const char *name, char *buf, size_t len)
+{
+	if (strncmp(name, "com", 3) == 0)
+		snprintf(buf, len, "lpc.%s.path", name);
+	else if (strcmp(name, "debugcon") == 0)
+		snprintf(buf, len, "lpc.debugcon.path");
+	else
+		snprintf(buf, len, "lpc.%s", name);
+	return buf;
+}
+
 int lpc_parse_option(const char *opt, char *err, size_t errlen)
 {
-	char name[32];
+	char name[32], key[64];
 	const char *comma = strchr(opt, ',');
 	const char *conf = comma ? comma + 1 : NULL;
 	size_t len = comma ? (size_t)(comma - opt) : strlen(opt);
@@ -158,6 +176,10 @@ int lpc_parse_option(const char *opt, char *err, size_t errlen)
 	for (size_t i = 0; i < len; i++)
 		name[i] = (char)tolower((unsigned char)opt[i]);
 	name[len] = '\0';
+	if (config_get(main_key(name, key, sizeof(key))) != NULL) {
+		snprintf(err, errlen, "-l %s is given twice (or also set with -o %s)", name, key);
+		return -1;
+	}
 	if (strncmp(name, "com", 3) == 0)
 		rc = parse_com(name, conf, err, errlen);
 	else if (strcmp(name, "bootrom") == 0)
@@ -175,4 +197,88 @@ int lpc_parse_option(const char *opt, char *err, size_t errlen)
 	if (rc < 0 && err[0] == '\0')
 		snprintf(err, errlen, "bad -l argument '%s'", opt);
 	return rc;
+}
+
+/* ---- the check of lpc.* before the VM starts ---- */
+
+struct lpc_scan {
+	bool warn_only;
+	char *err;
+	size_t errlen;
+	char bridged[32]; /* the first configured device that needs the bridge */
+};
+
+/* The registered device that knows lpc.KEY (`key` relative to lpc), or NULL. */
+static const struct lpc_device *key_owner(const char *key)
+{
+	for (const struct lpc_device *const *d = __start_lpc_devices; d < __stop_lpc_devices; d++)
+		for (const char *const *k = (*d)->keys; k && *k; k++)
+			if (devopts_key_matches(*k, key))
+				return *d;
+	return NULL;
+}
+
+/* Whether lpc.KEY turns its device on: any value but a false boolean
+ * (lpc.pc-testdev=false leaves it off). */
+static bool key_turns_on(const char *key)
+{
+	char full[96];
+	bool on = true;
+
+	snprintf(full, sizeof(full), "lpc.%s", key);
+	if (config_get_bool(full, true, &on) < 0)
+		return true; /* a path, a back end */
+	return on;
+}
+
+/* Called for every value below lpc (devopts_each_unknown() with no
+ * patterns reports them all). */
+static void scan_lpc_key(const char *key, void *arg)
+{
+	struct lpc_scan *s = arg;
+	const struct lpc_device *d = key_owner(key);
+
+	if (d == NULL && s->warn_only)
+		log_warn("unknown LPC option 'lpc.%s' ignored (config.unknown=warn)", key);
+	else if (d == NULL && s->err[0] == '\0')
+		snprintf(s->err, s->errlen, "unknown LPC option 'lpc.%s' (see khyve -l help)", key);
+	/* A device's first key is the one that creates it. */
+	if (d != NULL && d->needs_bridge && devopts_key_matches(d->keys[0], key) &&
+	    key_turns_on(key) && s->bridged[0] == '\0')
+		snprintf(s->bridged, sizeof(s->bridged), "%.*s", (int)strcspn(key, "."), key);
+}
+
+/* Whether some pci.B.S.F.device is "lpc" (the PCI-ISA bridge). */
+static bool have_bridge(void)
+{
+	struct config_node *pci = config_find_node("pci");
+
+	for (struct config_node *b = pci ? config_node_first(pci) : NULL; b;
+	     b = config_node_next(b))
+		for (struct config_node *s = config_node_first(b); s; s = config_node_next(s))
+			for (struct config_node *f = config_node_first(s); f;
+			     f = config_node_next(f)) {
+				const char *dev = config_node_get(f, "device");
+
+				if (dev != NULL && strcmp(dev, "lpc") == 0)
+					return true;
+			}
+	return false;
+}
+
+int lpc_check_config(bool warn_only, char *err, size_t errlen)
+{
+	struct lpc_scan s = {.warn_only = warn_only, .err = err, .errlen = errlen};
+
+	err[0] = '\0';
+	devopts_each_unknown(config_find_node("lpc"), NULL, 0, scan_lpc_key, &s);
+	if (err[0] != '\0')
+		return -1;
+	if (s.bridged[0] != '\0' && !have_bridge()) {
+		snprintf(err, errlen,
+		         "-l %s needs the PCI-ISA bridge: add -s 31,lpc (as bhyve does)",
+		         s.bridged);
+		return -1;
+	}
+	return 0;
 }

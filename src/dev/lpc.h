@@ -7,6 +7,7 @@
 #ifndef KHYVE_LPC_H
 #define KHYVE_LPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -24,6 +25,13 @@ struct lpc_device {
 	/* `-l NAME,help`: the synopsis and one line per option, each line
 	 * ending in '\n'; NULL when it takes none. */
 	const char *usage;
+	/* The keys below "lpc" it reads, as devopts_key_matches() patterns
+	 * ("com[1-4].path", "bootrom"), ending in NULL; NULL for none.  Any
+	 * other lpc.* key is refused before the VM starts. */
+	const char *const *keys;
+	/* Whether it sits behind the PCI-ISA bridge, so that configuring it
+	 * needs -s N,lpc (bhyve's rule for the serial ports and pc-testdev). */
+	bool needs_bridge;
 	/* Create the device if the configuration asks for it (built-in
 	 * devices always do); NULL when another layer creates it (the boot
 	 * ROM).  0, or -1 with a one-line reason in `err`. */
@@ -64,5 +72,14 @@ int lpc_print_device_usage(FILE *out, const char *name);
  * Returns 0, or -1 with a one-line reason in `err`.
  */
 int lpc_parse_option(const char *opt, char *err, size_t errlen);
+
+/*
+ * Check the lpc.* keys before the VM starts: each must be one a registered
+ * LPC device knows (lpc_device.keys); an unknown one gives -1 and one line
+ * in `err` naming it, or with `warn_only` a warning and 0.  A device that
+ * needs the PCI-ISA bridge (the serial ports, pc-testdev) and is
+ * configured while no pci.B.S.F.device is "lpc" gives -1 too, as in bhyve.
+ */
+int lpc_check_config(bool warn_only, char *err, size_t errlen);
 
 #endif

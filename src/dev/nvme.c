@@ -2184,14 +2184,14 @@ static void nvme_bar_write(struct pci_func *f, int bar, uint64_t offset, unsigne
 /* ---- options and creation ---- */
 
 static const char *const nvme_keys[] = {
-    "device", "path", "ram", "maxq",    "qsz",    "ioslots", "sectsz",   "ser",
-    "eui64",  "dsm",  "ro",  "nocache", "direct", "sync",    "nodelete", "sectorsize",
+    "device", "path", "ram",     "maxq",   "qsz",  "ioslots",  "sectsz",     "ser", "eui64",
+    "dsm",    "ro",   "nocache", "direct", "sync", "nodelete", "sectorsize", NULL,
 };
 
 static int check_keys(struct config_node *node, char *err, size_t errlen)
 {
-	return devopts_check_keys(node, nvme_keys, sizeof(nvme_keys) / sizeof(nvme_keys[0]), err,
-	                          errlen);
+	return devopts_check_keys(node, nvme_keys, sizeof(nvme_keys) / sizeof(nvme_keys[0]) - 1,
+	                          err, errlen);
 }
 
 static int get_uint(struct config_node *node, const char *key, uint64_t min, uint64_t max,
@@ -2382,6 +2382,7 @@ PCI_DEVEMU(nvme) = {
              "  ser=S            serial number (up to 20 characters)\n"
              "  eui64=N          namespace EUI-64\n"
              "  dsm=MODE         dataset management: auto, enable or disable\n" BLOCKIF_USAGE_FLAGS,
+    .keys = nvme_keys,
     .legacy_config = blockif_legacy_config,
     .init = nvme_init,
     .bar_read = nvme_bar_read,

@@ -102,8 +102,11 @@ static int testdev_init(struct machine *m, char *err, size_t errlen)
 		return -1;
 	t->m = m;
 	pthread_mutex_init(&t->lock, NULL);
-	if (testdev_open_debugcon(t, err, errlen) < 0)
+	if (testdev_open_debugcon(t, err, errlen) < 0) {
+		pthread_mutex_destroy(&t->lock);
+		free(t); /* nothing refers to it yet */
 		return -1;
+	}
 	if (machine_register_pio(m, TESTDEV_EXIT_PORT, 4, exit_port, t, "isa-debug-exit") < 0 ||
 	    machine_register_pio(m, TESTDEV_DEBUGCON, 1, debugcon_port, t, "debugcon") < 0 ||
 	    machine_register_mmio(m, TESTDEV_IOMEM_GPA, TESTDEV_IOMEM_SIZE, iomem_access, t,
@@ -114,9 +117,13 @@ static int testdev_init(struct machine *m, char *err, size_t errlen)
 	return 0;
 }
 
+static const char *const testdev_keys[] = {"pc-testdev", "pc-testdev-debugcon", NULL};
+
 LPC_DEVICE(pc_testdev) = {
     .name = "pc-testdev",
     .option = "pc-testdev",
+    .keys = testdev_keys,
+    .needs_bridge = true,
     .descr = "QEMU's test devices: exit port 0xf4, debug port 0xe9, MMIO scratch",
     .usage = "  -l pc-testdev[,debugcon=FILE]\n"
              "  debugcon=FILE    append what the guest writes to port 0xe9 to FILE\n",

@@ -34,6 +34,8 @@ static int id_option(struct config_node *node, const char *key, uint16_t def, ui
 	return 0;
 }
 
+static const char *const hostbridge_keys[] = {"vendor", "devid", NULL};
+
 static int hostbridge_init(struct machine *m, struct pci_func *f, struct config_node *node,
                            char *err, size_t errlen)
 {
@@ -63,6 +65,7 @@ PCI_DEVEMU(hostbridge) = {
     .usage = "  -s SLOT,hostbridge[,vendor=V][,devid=D]\n"
              "  vendor=V         PCI vendor ID (16 bits)\n"
              "  devid=D          PCI device ID (16 bits)\n",
+    .keys = hostbridge_keys,
     .init = hostbridge_init,
 };
 
@@ -72,6 +75,7 @@ PCI_DEVEMU(amd_hostbridge) = {
     .usage = "  -s SLOT,amd_hostbridge[,vendor=V][,devid=D]\n"
              "  vendor=V         PCI vendor ID (16 bits)\n"
              "  devid=D          PCI device ID (16 bits)\n",
+    .keys = hostbridge_keys,
     .init = amd_hostbridge_init,
 };
 

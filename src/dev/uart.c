@@ -448,7 +448,14 @@ int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *
 	snprintf(ui->name, sizeof(ui->name), "com%u", index + 1);
 	ui->uart = uart_create(&isa_ops, ui);
 	ui->cd = chardev_open(backend, m->loop, isa_input_ready, ui, err, errlen);
-	if (ui->cd != NULL && isa_setup_escape(ui, err, errlen) < 0)
+	if (ui->cd == NULL) { /* nothing refers to ui yet: free it (LeakSanitizer) */
+		if (err[0] == '\0')
+			snprintf(err, errlen, "cannot create %s", ui->name);
+		uart_free(ui->uart);
+		free(ui);
+		return -1;
+	}
+	if (isa_setup_escape(ui, err, errlen) < 0)
 		return -1;
 	if (ui->uart == NULL || ui->cd == NULL ||
 	    machine_register_pio(m, com_ports[index].port, UART_NREGS, isa_port_access, ui,
@@ -505,9 +512,13 @@ static int uart_lpc_init(struct machine *m, char *err, size_t errlen)
 	return 0;
 }
 
+static const char *const uart_keys[] = {"com[1-4].path", "com[1-4].escape", NULL};
+
 LPC_DEVICE(uart) = {
     .name = "com",
     .option = "comN",
+    .keys = uart_keys,
+    .needs_bridge = true,
     .descr = "16550A UART COM1-COM4 (ports 0x3f8, 0x2f8, 0x3e8, 0x2e8)",
     .usage = "  -l comN,BACKEND  (N = 1..4)\n"
              "  stdio            khyve's terminal (raw mode, restored on exit)\n"

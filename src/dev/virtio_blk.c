@@ -618,6 +618,13 @@ static int blk_init(struct machine *m, struct pci_func *f, struct config_node *n
 	    parse_nqueues(m, node, &blk->nqueues, err, errlen) < 0 ||
 	    parse_poll(node, &blk->poll_us, err, errlen) < 0)
 		goto fail;
+	if (config_node_get(node, "ser") != NULL &&
+	    strlen(config_node_get(node, "ser")) > sizeof(blk->ident)) {
+		/* GET_ID has room for 20 bytes: refused rather than cut. */
+		snprintf(err, errlen, "ser: at most %zu characters, not '%s'", sizeof(blk->ident),
+		         config_node_get(node, "ser"));
+		goto fail;
+	}
 	blk->bi = blockif_open(path, &o, err, errlen);
 	if (blk->bi == NULL)
 		goto fail;
@@ -635,6 +642,8 @@ fail:
 	return -1;
 }
 
+static const char *const blk_keys[] = {BLOCKIF_KEYS, "ser", "num-queues", "poll_us", NULL};
+
 PCI_DEVEMU(virtio_blk) = {
     .name = "virtio-blk",
     .descr = "virtio 1.2 block device on a file or block device",
@@ -644,6 +653,7 @@ PCI_DEVEMU(virtio_blk) = {
              "  ser=ID           serial number (GET_ID, up to 20 characters)\n"
              "  num-queues=N     virtqueues (default: one per vCPU)\n"
              "  poll_us=N        busy-poll window in microseconds (0: off)\n",
+    .keys = blk_keys,
     .legacy_config = blockif_legacy_config,
     .init = blk_init,
     .bar_read = virtio_pci_bar_read,

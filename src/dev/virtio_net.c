@@ -19,6 +19,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "dev/virtio_net.h"
+
 #include "backend/tap.h"
 #include "bus/pci.h"
 #include "bus/virtio_pci.h"
@@ -47,6 +49,7 @@
 #define VIRTIO_NET_S_LINK_UP    1
 
 #define NET_HDR_LEN             12 /* struct virtio_net_hdr_v1, with num_buffers */
+#define NET_NUM_BUFFERS_OFF     10 /* num_buffers in that header */
 #define NET_QUEUE_SIZE          256
 #define NET_RXQ                 0
 #define NET_TXQ                 1
@@ -146,27 +149,38 @@ static int rx_gather(struct virtio_net *net, struct virtqueue *vq, bool mergeabl
 	return nchains;
 }
 
-/* Hand `len` bytes spread over the first chains to the guest and give the
- * unused chains back. */
-static void rx_deliver(struct virtio_net *net, struct virtqueue *vq, int nchains, size_t len,
-                       bool mergeable)
+/* How many of the first `nchains` chains `len` bytes fill. */
+static uint16_t rx_chains_used(const struct vq_elem *chains, int nchains, size_t len)
 {
 	uint16_t used = 0;
+
+	for (int i = 0; i < nchains && len > 0; i++, used++)
+		len -= len < chains[i].write_len ? len : chains[i].write_len;
+	return used;
+}
+
+void virtio_net_rx_publish(struct virtqueue *vq, const struct vq_elem *chains, int nchains,
+                           size_t len, bool mergeable)
+{
+	uint16_t used = rx_chains_used(chains, nchains, len);
+	/* virtio 1.2 section 5.1.6.4: the buffers merged, 1 without
+	 * MRG_RXBUF (the tap leaves these two bytes alone). */
+	uint16_t num_buffers = mergeable ? used : 1;
 	size_t left = len;
 
-	for (int i = 0; i < nchains && left > 0; i++) {
-		uint32_t take =
-		    (uint32_t)(left < net->rx_elem[i].write_len ? left : net->rx_elem[i].write_len);
+	/* The header must be complete before the guest can see the chain:
+	 * vq_push()'s release store of the used index orders this write
+	 * before it, so a driver polling used->idx never reads a stale
+	 * num_buffers. */
+	buf_to_iov(chains[0].iov, chains[0].nwrite, NET_NUM_BUFFERS_OFF, &num_buffers,
+	           sizeof(num_buffers));
+	for (uint16_t i = 0; i < used; i++) {
+		uint32_t take = (uint32_t)(left < chains[i].write_len ? left : chains[i].write_len);
 
-		vq_push(vq, net->rx_elem[i].head, take);
+		vq_push(vq, chains[i].head, take);
 		left -= take;
-		used++;
 	}
 	vq_unpop(vq, (unsigned)(nchains - used));
-	if (mergeable) {
-		/* num_buffers sits at offset 10 of the header, in the first chain. */
-		buf_to_iov(net->rx_elem[0].iov, net->rx_elem[0].nwrite, 10, &used, sizeof(used));
-	}
 }
 
 /*
@@ -224,7 +238,7 @@ static bool rx_drain(struct virtio_net *net, struct virtio_queue *q)
 				break;
 			continue; /* a frame too big for the buffers was dropped */
 		}
-		rx_deliver(net, &q->vq, nchains, (size_t)n, mergeable);
+		virtio_net_rx_publish(&q->vq, net->rx_elem, nchains, (size_t)n, mergeable);
 		pushed = true;
 	}
 	if (pushed && vq_should_notify(&q->vq))
@@ -403,6 +417,8 @@ fail:
 	return -1;
 }
 
+static const char *const net_keys[] = {"backend", "mac", "mtu", NULL};
+
 PCI_DEVEMU(virtio_net) = {
     .name = "virtio-net",
     .descr = "virtio 1.x network device on a tap interface",
@@ -410,6 +426,7 @@ PCI_DEVEMU(virtio_net) = {
              "  TAP              tap interface name (created when missing)\n"
              "  mac=MAC          xx:xx:xx:xx:xx:xx (default: from VM name and slot)\n"
              "  mtu=N            MTU offered to the guest\n",
+    .keys = net_keys,
     .legacy_config = net_legacy_config,
     .init = net_init,
     .bar_read = virtio_pci_bar_read,

@@ -1527,9 +1527,11 @@ static int xhci_init(struct machine *m, struct pci_func *f, struct config_node *
 	x->f = f;
 	x->mem = &m->vm.mem;
 	pthread_mutex_init(&x->lock, NULL);
-	if (attach_devices(x, node, err, errlen) < 0)
-		return -1; /* khyve exits: what was made is not freed */
+	/* Before the devices: on an error khyve exits without freeing what was
+	 * made, which the function (and so the bus) still refers to. */
 	f->softc = x;
+	if (attach_devices(x, node, err, errlen) < 0)
+		return -1;
 	pci_set_ids(f, 0x1b36, 0x000d, 0x0c, 0x03, 0x30, 1); /* QEMU's qemu-xhci, class 0C0330 */
 	pci_set_cfg(f, PCIR_SUBVEND, 2, 0x1af4);
 	pci_set_cfg(f, PCIR_SUBDEV, 2, 0x1100);
@@ -1546,11 +1548,14 @@ static int xhci_init(struct machine *m, struct pci_func *f, struct config_node *
 	return 0;
 }
 
+static const char *const xhci_keys[] = {"slot.*.device", NULL};
+
 PCI_DEVEMU(xhci) = {
     .name = "xhci",
     .descr = "xHCI USB controller (USB 2.0 and 3.0 ports) with USB devices",
     .usage = "  -s SLOT,xhci,DEVICE[,DEVICE]\n"
              "  tablet           USB HID tablet: an absolute pointer fed by the VNC pointer\n",
+    .keys = xhci_keys,
     .legacy_config = xhci_legacy_config,
     .init = xhci_init,
     .bar_read = xhci_bar_read,

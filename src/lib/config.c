@@ -388,6 +388,11 @@ int config_node_get_bool(struct config_node *node, const char *name, bool def, b
 	return parse_bool(config_node_get(node, name), def, out);
 }
 
+struct config_node *config_root_node(void)
+{
+	return &config_root;
+}
+
 struct config_node *config_node_first(struct config_node *node)
 {
 	return node != NULL ? node->first_child : NULL;

@@ -55,6 +55,9 @@ int config_node_get_bool(struct config_node *node, const char *name, bool def, b
 struct config_node *config_find_node(const char *path);
 struct config_node *config_create_node(const char *path);
 
+/* The root of the tree (its children are the top-level keys). */
+struct config_node *config_root_node(void);
+
 /* Iterate over a node's children in insertion order. */
 struct config_node *config_node_first(struct config_node *node);
 struct config_node *config_node_next(struct config_node *child);

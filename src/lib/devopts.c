@@ -1,11 +1,15 @@
 #include "lib/devopts.h"
 
+#include <fnmatch.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/config.h"
+
+/* Longer than any config path (config.c: CONFIG_PATH_MAX, 256). */
+#define DEVOPTS_KEY_MAX 512
 
 /* One item: "key=value", "key", or the positional value. */
 static int set_item(struct config_node *node, char *item, const char *positional)
@@ -41,18 +45,87 @@ int devopts_parse(struct config_node *node, const char *conf, const char *positi
 	return rc;
 }
 
+bool devopts_key_matches(const char *pattern, const char *key)
+{
+	char p[DEVOPTS_KEY_MAX], k[DEVOPTS_KEY_MAX];
+
+	if (snprintf(p, sizeof(p), "%s", pattern) >= (int)sizeof(p) ||
+	    snprintf(k, sizeof(k), "%s", key) >= (int)sizeof(k))
+		return false;
+	/* fnmatch's FNM_PATHNAME keeps wildcards inside one '/' segment:
+	 * make the dots slashes. */
+	for (char *c = p; *c; c++)
+		if (*c == '.')
+			*c = '/';
+	for (char *c = k; *c; c++)
+		if (*c == '.')
+			*c = '/';
+	return fnmatch(p, k, FNM_PATHNAME) == 0;
+}
+
+static bool key_known(const char *key, const char *const *keys, size_t nkeys)
+{
+	for (size_t i = 0; i < nkeys; i++)
+		if (devopts_key_matches(keys[i], key))
+			return true;
+	return false;
+}
+
+/* Walk the values below `node`; `path` holds the relative path so far
+ * (`len` bytes).  Config paths are shorter than DEVOPTS_KEY_MAX, so the
+ * depth is bounded too. */
+static size_t walk_unknown(struct config_node *node, char *path, size_t len,
+                           const char *const *keys, size_t nkeys,
+                           void (*unknown)(const char *key, void *arg), void *arg)
+{
+	size_t count = 0;
+
+	for (struct config_node *c = config_node_first(node); c; c = config_node_next(c)) {
+		int n = snprintf(path + len, DEVOPTS_KEY_MAX - len, "%s%s", len ? "." : "",
+		                 config_node_name(c));
+
+		if (n < 0 || len + (size_t)n >= DEVOPTS_KEY_MAX)
+			continue;                   /* the tree refuses paths this long */
+		if (config_node_value(c) == NULL) { /* an inner node (or an empty one) */
+			count += walk_unknown(c, path, len + (size_t)n, keys, nkeys, unknown, arg);
+		} else if (!key_known(path, keys, nkeys)) {
+			unknown(path, arg);
+			count++;
+		}
+		path[len] = '\0';
+	}
+	return count;
+}
+
+size_t devopts_each_unknown(struct config_node *node, const char *const *keys, size_t nkeys,
+                            void (*unknown)(const char *key, void *arg), void *arg)
+{
+	char path[DEVOPTS_KEY_MAX] = "";
+
+	return node != NULL ? walk_unknown(node, path, 0, keys, nkeys, unknown, arg) : 0;
+}
+
+struct first_unknown {
+	char key[DEVOPTS_KEY_MAX];
+	bool found;
+};
+
+static void remember_first(const char *key, void *arg)
+{
+	struct first_unknown *f = arg;
+
+	if (!f->found)
+		snprintf(f->key, sizeof(f->key), "%s", key);
+	f->found = true;
+}
+
 int devopts_check_keys(struct config_node *node, const char *const *keys, size_t nkeys, char *err,
                        size_t errlen)
 {
-	for (struct config_node *k = config_node_first(node); k; k = config_node_next(k)) {
-		bool known = false;
+	struct first_unknown first = {.found = false};
 
-		for (size_t i = 0; i < nkeys && !known; i++)
-			known = strcmp(config_node_name(k), keys[i]) == 0;
-		if (!known) {
-			snprintf(err, errlen, "unknown option '%s'", config_node_name(k));
-			return -1;
-		}
-	}
-	return 0;
+	if (devopts_each_unknown(node, keys, nkeys, remember_first, &first) == 0)
+		return 0;
+	snprintf(err, errlen, "unknown option '%s'", first.key);
+	return -1;
 }

@@ -7,6 +7,7 @@
 #ifndef KHYVE_DEVOPTS_H
 #define KHYVE_DEVOPTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct config_node;
@@ -25,11 +26,29 @@ int devopts_parse(struct config_node *node, const char *conf, const char *positi
                   const char *what, char *err, size_t errlen);
 
 /*
- * Refuse a key below `node` that is not one of the `nkeys` names in `keys`
- * (a misspelled option must not be silently ignored).  0, or -1 with
- * "unknown option 'KEY'" in `err`.
+ * Whether `key`, a dotted config path relative to a device's node ("ro",
+ * "port.1.path"), matches `pattern`, a fnmatch(3) glob whose wildcards
+ * stay inside one dot-separated segment: "port.*.path" matches
+ * "port.1.path" but not "port.1.x.path"; "com[1-4].path" matches
+ * "com2.path".  Plain names match only themselves.
+ */
+bool devopts_key_matches(const char *pattern, const char *key);
+
+/*
+ * Refuse a value below `node` whose path relative to `node` matches none of
+ * the `nkeys` patterns in `keys` (devopts_key_matches()), so a misspelled
+ * option is never silently ignored.  Every value counts, however deep.
+ * 0, or -1 with "unknown option 'KEY'" in `err` (KEY relative to `node`).
  */
 int devopts_check_keys(struct config_node *node, const char *const *keys, size_t nkeys, char *err,
                        size_t errlen);
+
+/*
+ * Call `unknown(key, arg)` for every value below `node` (depth first, in
+ * insertion order) whose relative path matches none of `keys`; `key` is
+ * valid during the call only.  Returns how many there were.
+ */
+size_t devopts_each_unknown(struct config_node *node, const char *const *keys, size_t nkeys,
+                            void (*unknown)(const char *key, void *arg), void *arg);
 
 #endif

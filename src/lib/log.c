@@ -9,6 +9,7 @@
 
 #include "lib/exitcode.h"
 #include "lib/clock.h"
+#include "lib/strescape.h"
 
 enum log_level log_max_level = LOG_INFO;
 
@@ -22,7 +23,7 @@ void log_init_from_env(void)
 
 static void log_vprint(const char *fmt, va_list ap)
 {
-	char line[1024];
+	char line[1024], safe[1024];
 	size_t n;
 	int len;
 
@@ -31,8 +32,11 @@ static void log_vprint(const char *fmt, va_list ap)
 	n = strlen(line);
 	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 		line[--n] = '\0';
+	/* One message, one line: a name, path or guest string with a newline
+	 * or an escape sequence in it is shown escaped, never raw. */
+	str_escape_controls(safe, sizeof(safe), line);
 	/* A raw-mode terminal does not turn \n into \r\n. */
-	fprintf(stderr, "%s%s", line, isatty(STDERR_FILENO) ? "\r\n" : "\n");
+	fprintf(stderr, "%s%s", safe, isatty(STDERR_FILENO) ? "\r\n" : "\n");
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)

@@ -189,11 +189,16 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 	uint64_t memsize;
 
 	m->name = config_get("name");
-	if (topology_from_config(&topo, err, errlen) < 0 ||
-	    parse_memsize(config_get("memory.size"), &memsize) < 0 ||
-	    config_get_bool("x86.strictio", false, &strict) < 0) {
-		if (err[0] == '\0')
-			snprintf(err, errlen, "invalid configuration");
+	if (topology_from_config(&topo, err, errlen) < 0)
+		return -1;
+	if (parse_memsize(config_get("memory.size"), &memsize) < 0) {
+		snprintf(err, errlen, "memory.size: '%s' is not a size (want e.g. 512M or 2G)",
+		         config_get_default("memory.size", ""));
+		return -1;
+	}
+	if (config_get_bool("x86.strictio", false, &strict) < 0) {
+		snprintf(err, errlen, "x86.strictio: want true or false, not '%s'",
+		         config_get("x86.strictio"));
 		return -1;
 	}
 	m->strict_io = strict;

@@ -450,19 +450,17 @@ static int add_memory(struct build *b)
 	return add(b, "-m") < 0 ? -1 : add(b, v);
 }
 
-/* 32 hex digits, dashes anywhere: what khyve's -U takes. */
+/* 8-4-4-4-12 hex digits: what khyve's -U takes (RFC 4122's form). */
 static bool uuid_valid(const char *s)
 {
-	unsigned digits = 0;
+	static const char layout[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
 
-	for (; *s; s++) {
-		if (*s == '-')
-			continue;
-		if (!strchr("0123456789abcdefABCDEF", *s))
+	if (strlen(s) != sizeof(layout) - 1)
+		return false;
+	for (size_t i = 0; layout[i] != '\0'; i++)
+		if (layout[i] == '-' ? s[i] != '-' : !strchr("0123456789abcdefABCDEF", s[i]))
 			return false;
-		digits++;
-	}
-	return digits == 32;
+	return true;
 }
 
 /* vm-bhyve's -AHPw (ACPI tables, HLT and PAUSE exits, ignore unknown MSRs). */

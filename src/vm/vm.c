@@ -10,15 +10,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/strescape.h"
+
+/* One message on one line: a guest name or path with a newline or an
+ * escape sequence in it is printed escaped (lib/strescape.h). */
+static void print_line(const char *prefix, const char *fmt, va_list ap)
+{
+	char line[2048], safe[4096];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	fprintf(stderr, "%s%s\n", prefix, str_escape_controls(safe, sizeof(safe), line));
+}
+
 int vm_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("vm: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	print_line("vm: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return 1;
 }
 
@@ -26,11 +36,9 @@ void vm_warn(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("vm: warning: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	print_line("vm: warning: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int vm_path(char *out, const char *a, const char *b)

@@ -5,7 +5,7 @@
 #include "lib/config.h"
 
 /* Files the tests point linux.kernel / bootrom / -k at. */
-static char *tmpdir, *kernel, *initrd, *rom, *vars, *conffile, *badconf;
+static char *tmpdir, *kernel, *initrd, *rom, *tinyrom, *vars, *conffile, *badconf;
 
 static char err[512];
 static struct unit_capture out;
@@ -19,10 +19,14 @@ static int group_setup(void **state)
 	kernel = unit_write_text(tmpdir, "bzImage", "not really a kernel");
 	initrd = unit_write_text(tmpdir, "initrd.img", "initrd");
 	rom = unit_write_text(tmpdir, "rom.fd", "rom");
+	/* The smallest ROM khyve takes: 64 KiB. */
+	if (rom == NULL || truncate(rom, 64 << 10) != 0)
+		return -1;
+	tinyrom = unit_write_text(tmpdir, "tiny.rom", "x");
 	vars = unit_write_text(tmpdir, "vars.fd", "vars");
 	conffile = unit_write_text(tmpdir, "vm.conf", "# from -k\nmemory.size=1G\ncpus=2\n");
 	badconf = unit_write_text(tmpdir, "bad.conf", "memory.size=1G\nnot an assignment\n");
-	return (kernel && initrd && rom && vars && conffile && badconf) ? 0 : -1;
+	return (kernel && initrd && tinyrom && vars && conffile && badconf) ? 0 : -1;
 }
 
 static int group_teardown(void **state)
@@ -33,6 +37,7 @@ static int group_teardown(void **state)
 	free(kernel);
 	free(initrd);
 	free(rom);
+	free(tinyrom);
 	free(vars);
 	free(conffile);
 	free(badconf);
@@ -148,10 +153,10 @@ static void test_reset_between_calls(void **state)
 	char k[600];
 
 	(void)state;
-	assert_int_equal(RUN("-o", "custom.key=1", "-m", "1G", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
-	assert_string_equal(config_get("custom.key"), "1");
+	assert_int_equal(RUN("-o", "user.key=1", "-m", "1G", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_string_equal(config_get("user.key"), "1");
 	assert_int_equal(RUN("-o", KERNEL_OPT(k), "vm2"), CLI_RUN);
-	assert_null(config_get("custom.key"));
+	assert_null(config_get("user.key"));
 	assert_string_equal(config_get("memory.size"), "256M");
 	assert_string_equal(config_get("name"), "vm2");
 }
@@ -230,13 +235,14 @@ static void test_lpc(void **state)
 	char k[600], r[600], rv[1200];
 
 	(void)state;
-	assert_int_equal(
-	    RUN("-l", "com1,stdio", "-l", "com2,tcp=127.0.0.1:4444", "-o", KERNEL_OPT(k), "vm"),
-	    CLI_RUN);
+	assert_int_equal(RUN("-s", "31,lpc", "-l", "com1,stdio", "-l", "com2,tcp=127.0.0.1:4444",
+	                     "-o", KERNEL_OPT(k), "vm"),
+	                 CLI_RUN);
 	assert_string_equal(config_get("lpc.com1.path"), "stdio");
 	assert_string_equal(config_get("lpc.com2.path"), "tcp=127.0.0.1:4444");
 
-	assert_int_equal(RUN("-l", "pc-testdev", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	assert_int_equal(RUN("-s", "1,lpc", "-l", "pc-testdev", "-o", KERNEL_OPT(k), "vm"),
+	                 CLI_RUN);
 	assert_string_equal(config_get("lpc.pc-testdev"), "true");
 
 	snprintf(rv, sizeof(rv), "bootrom,%s,%s", rom, vars);
@@ -269,9 +275,9 @@ static void test_options(void **state)
 
 	(void)state;
 	assert_int_equal(
-	    RUN("-o", "a.b=c", "-o", "linux.cmdline=console=ttyS0", "-o", KERNEL_OPT(k), "vm"),
+	    RUN("-o", "user.b=c", "-o", "linux.cmdline=console=ttyS0", "-o", KERNEL_OPT(k), "vm"),
 	    CLI_RUN);
-	assert_string_equal(config_get("a.b"), "c");
+	assert_string_equal(config_get("user.b"), "c");
 	assert_string_equal(config_get("linux.cmdline"), "console=ttyS0");
 
 	expect_error(RUN("-o", "bad", "-o", KERNEL_OPT(k), "vm"), "bad");
@@ -397,7 +403,8 @@ static void test_dump(void **state)
 	}
 
 	/* config.dump=false runs normally; a bad boolean is an error. */
-	assert_int_equal(RUN("-o", "config.dump=false", "-l", "com1,stdio", "vm0"), CLI_ERROR);
+	assert_int_equal(RUN("-o", "config.dump=false", "-s", "31,lpc", "-l", "com1,stdio", "vm0"),
+	                 CLI_ERROR);
 	assert_contains(err, "nothing to boot");
 	expect_error(RUN("-o", "config.dump=perhaps", "vm0"), "config.dump");
 	/* The name is still required. */
@@ -511,8 +518,8 @@ static void test_boot_validation(void **state)
 	expect_error(RUN("-l", b, "vm"), "no-rom.fd");
 
 	/* The kernel path may come from an expansion. */
-	snprintf(m, sizeof(m), "dir=%s", tmpdir);
-	assert_int_equal(RUN("-o", m, "-o", "linux.kernel=%(dir)/bzImage", "vm"), CLI_RUN);
+	snprintf(m, sizeof(m), "user.dir=%s", tmpdir);
+	assert_int_equal(RUN("-o", m, "-o", "linux.kernel=%(user.dir)/bzImage", "vm"), CLI_RUN);
 }
 
 static void test_validate_direct(void **state)
@@ -539,6 +546,78 @@ static void test_validate_direct(void **state)
 	assert_int_equal(tiny[sizeof(tiny) - 1], '\0');
 }
 
+/* Misspelled or unknown keys: one line naming the key (and the device). */
+static void test_unknown_keys(void **state)
+{
+	char k[600], b[600], *typo;
+
+	(void)state;
+	expect_error(RUN("-o", "memory.szie=1G", "-o", KERNEL_OPT(k), "vm"), "'memory.szie'");
+	expect_error(RUN("-o", "sandbox.usr=x", "-o", KERNEL_OPT(k), "vm"), "'sandbox.usr'");
+	expect_error(RUN("-o", "x86.strictio=maybe", "-o", KERNEL_OPT(k), "vm"), "x86.strictio");
+	expect_error(RUN("-s", "4,virtio-blk,/d.img,readonly", "-o", KERNEL_OPT(k), "vm"),
+	             "virtio-blk in slot 4:0: unknown option 'readonly'");
+	expect_error(RUN("-s", "4,virtio-net,tap0,macc=1", "-o", KERNEL_OPT(k), "vm"), "'macc'");
+	expect_error(RUN("-s", "4,ahci,hd:/d.img,ro,serial=1", "-o", KERNEL_OPT(k), "vm"),
+	             "'port.0.serial'");
+	expect_error(RUN("-s", "0,hostbridge,vendr=1", "-o", KERNEL_OPT(k), "vm"), "'vendr'");
+	expect_error(RUN("-s", "5,virtio-rnd,x", "-o", KERNEL_OPT(k), "vm"), "virtio-rnd");
+	expect_error(RUN("-s", "31,lpc", "-o", "pci.0.31.0.foo=1", "-o", KERNEL_OPT(k), "vm"),
+	             "'foo'");
+	expect_error(RUN("-o", "pci.0.40.0.device=lpc", "-o", KERNEL_OPT(k), "vm"), "pci.0.40");
+	expect_error(RUN("-o", "pci.0.4.0.device=nosuch", "-o", KERNEL_OPT(k), "vm"), "nosuch");
+	expect_error(RUN("-o", "lpc.com1.pth=stdio", "-o", KERNEL_OPT(k), "vm"), "'lpc.com1.pth'");
+	expect_error(RUN("-o", "lpc.com5.path=stdio", "-o", KERNEL_OPT(k), "vm"), "lpc.com5.path");
+	/* Known keys of each kind pass. */
+	assert_int_equal(RUN("-s", "4,virtio-blk,/d.img,ro,nocache,ser=S,num-queues=1,poll_us=0",
+	                     "-s", "5,ahci,hd:/d.img,ro,ser=1,cd:/c.iso", "-s", "6,xhci,tablet",
+	                     "-s", "0,hostbridge,vendor=1,devid=2", "-s",
+	                     "7,virtio-net,tap0,mtu=1500", "-s", "8,nvme,ram=1,maxq=2", "-s",
+	                     "9,virtio-rnd,rom=/r.rom", "-o", "sandbox.user=khyve", "-o",
+	                     KERNEL_OPT(k), "vm"),
+	                 CLI_RUN);
+	/* config.unknown=warn: warnings instead (still one error for bad values). */
+	assert_int_equal(RUN("-o", "config.unknown=warn", "-o", "memory.szie=1G", "-s",
+	                     "4,virtio-blk,/d.img,readonly", "-o", KERNEL_OPT(k), "vm"),
+	                 CLI_RUN);
+	expect_error(RUN("-o", "config.unknown=maybe", "-o", KERNEL_OPT(k), "vm"),
+	             "config.unknown");
+	/* -k files are checked as -o. */
+	typo = unit_write_text(tmpdir, "typo.conf", "memroy.size=1G\n");
+	assert_non_null(typo);
+	snprintf(b, sizeof(b), "%s", typo);
+	free(typo);
+	expect_error(RUN("-k", b, "-o", KERNEL_OPT(k), "vm"), "'memroy.size'");
+}
+
+static void test_validation(void **state)
+{
+	char k[600], r[600];
+
+	(void)state;
+	expect_error(RUN("-U", "not-a-uuid", "-o", KERNEL_OPT(k), "vm"), "not-a-uuid");
+	expect_error(RUN("-U", "12345678123412341234123456789abc", "-o", KERNEL_OPT(k), "vm"),
+	             "UUID");
+	expect_error(RUN("-U", "12345678-1234-1234-1234-123456789abg", "-o", KERNEL_OPT(k), "vm"),
+	             "UUID");
+	expect_error(RUN("-c", "", "-o", KERNEL_OPT(k), "vm"), "-c");
+	expect_error(RUN("-c", "2,", "-o", KERNEL_OPT(k), "vm"), "-c");
+	expect_error(RUN("-c", "2,,cores=1", "-o", KERNEL_OPT(k), "vm"), "-c");
+	expect_error(RUN("-c", "2,3", "-o", KERNEL_OPT(k), "vm"), "'3'");
+	expect_error(RUN("-c", "cpus=2,cpus=3", "-o", KERNEL_OPT(k), "vm"), "twice");
+	/* -l twice, or -l com1 without the PCI-ISA bridge. */
+	expect_error(RUN("-l", "com1,stdio", "-l", "com1,/dev/null", "-o", KERNEL_OPT(k), "vm"),
+	             "twice");
+	expect_error(RUN("-l", "fwcfg", "-l", "fwcfg,none", "-o", KERNEL_OPT(k), "vm"), "twice");
+	expect_error(RUN("-l", "com1,stdio", "-o", KERNEL_OPT(k), "vm"), "-s 31,lpc");
+	expect_error(RUN("-l", "pc-testdev", "-o", KERNEL_OPT(k), "vm"), "-s 31,lpc");
+	expect_error(RUN("-o", "lpc.com2.path=stdio", "-o", KERNEL_OPT(k), "vm"), "com2");
+	assert_int_equal(RUN("-o", "lpc.pc-testdev=false", "-o", KERNEL_OPT(k), "vm"), CLI_RUN);
+	/* A boot ROM is 64 KiB to 16 MiB. */
+	snprintf(r, sizeof(r), "bootrom,%s", tinyrom);
+	expect_error(RUN("-l", r, "vm"), "64 KiB to 16 MiB");
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
@@ -562,6 +641,8 @@ int main(void)
 	    T(test_device_usage),
 	    T(test_boot_validation),
 	    T(test_validate_direct),
+	    T(test_unknown_keys),
+	    T(test_validation),
 	};
 #undef T
 

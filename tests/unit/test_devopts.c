@@ -90,14 +90,55 @@ static void test_bad_keys(void **state)
 	assert_string_equal(get("ok"), "1");
 }
 
+static void test_key_patterns(void **state)
+{
+	(void)state;
+	assert_true(devopts_key_matches("ro", "ro"));
+	assert_false(devopts_key_matches("ro", "readonly"));
+	assert_false(devopts_key_matches("ro", "r"));
+	assert_true(devopts_key_matches("port.*.path", "port.0.path"));
+	assert_true(devopts_key_matches("port.*.path", "port.31.path"));
+	/* A wildcard stays inside one segment. */
+	assert_false(devopts_key_matches("port.*.path", "port.1.x.path"));
+	assert_false(devopts_key_matches("*", "a.b"));
+	assert_true(devopts_key_matches("com[1-4].path", "com4.path"));
+	assert_false(devopts_key_matches("com[1-4].path", "com5.path"));
+}
+
+static void count_key(const char *key, void *arg)
+{
+	size_t *n = arg;
+
+	(void)key;
+	(*n)++;
+}
+
+static void test_check_keys(void **state)
+{
+	static const char *const keys[] = {"device", "path", "ro", "port.*.type"};
+	size_t seen = 0;
+
+	(void)state;
+	assert_int_equal(
+	    devopts_parse(node, "/d.img,ro,port.0.type=hd", "path", "disk", err, sizeof(err)), 0);
+	assert_int_equal(devopts_check_keys(node, keys, 4, err, sizeof(err)), 0);
+	/* A misspelled option (bhyve users write readonly for ro). */
+	assert_int_equal(devopts_parse(node, "readonly", NULL, "disk", err, sizeof(err)), 0);
+	assert_int_equal(devopts_check_keys(node, keys, 4, err, sizeof(err)), -1);
+	assert_string_equal(err, "unknown option 'readonly'");
+	assert_int_equal(devopts_parse(node, "port.1.typo=x", NULL, "disk", err, sizeof(err)), 0);
+	/* Nested values are checked too, and every unknown one is reported. */
+	assert_int_equal(devopts_each_unknown(node, keys, 4, count_key, &seen), 2);
+	assert_int_equal(seen, 2);
+	assert_int_equal(devopts_each_unknown(NULL, keys, 4, count_key, &seen), 0);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup(f, fresh_node)
 	const struct CMUnitTest tests[] = {
-	    T(test_key_values),
-	    T(test_nothing),
-	    T(test_positional),
-	    T(test_bad_keys),
+	    T(test_key_values), T(test_nothing),      T(test_positional),
+	    T(test_bad_keys),   T(test_key_patterns), T(test_check_keys),
 	};
 #undef T
 

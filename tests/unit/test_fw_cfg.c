@@ -436,6 +436,9 @@ static void test_lpc_option(void **state)
 	config_reset();
 	assert_int_equal(lpc_parse_option("fwcfg", err, sizeof(err)), 0);
 	assert_string_equal(config_get("lpc.fwcfg"), "qemu");
+	/* A second -l fwcfg is refused (it would replace the first). */
+	assert_int_equal(lpc_parse_option("fwcfg,none", err, sizeof(err)), -1);
+	config_reset();
 	assert_int_equal(lpc_parse_option("fwcfg,none", err, sizeof(err)), 0);
 	assert_string_equal(config_get("lpc.fwcfg"), "none");
 	config_reset();

@@ -45,7 +45,11 @@ static void test_lpc_com(void **state)
 	assert_string_equal(config_get("lpc.com3.path"), "tcp=127.0.0.1:1234");
 	assert_int_equal(lpc("com4,stdio"), 0);
 	assert_string_equal(config_get("lpc.com4.path"), "stdio");
+	/* A second -l com1 would replace the first: refused. */
+	expect_lpc_error("com1,/dev/null", "twice");
+	assert_string_equal(config_get("lpc.com1.path"), "stdio");
 	/* Everything after the first comma is the back end. */
+	config_reset();
 	assert_int_equal(lpc("com1,/dev/odd,name"), 0);
 	assert_string_equal(config_get("lpc.com1.path"), "/dev/odd,name");
 
@@ -56,6 +60,7 @@ static void test_lpc_com(void **state)
 	expect_lpc_error("com,stdio", "com");
 	expect_lpc_error("comX,stdio", "comx");
 	/* Device names are case-insensitive, as in bhyve. */
+	config_reset();
 	assert_int_equal(lpc("COM2,stdio"), 0);
 	assert_string_equal(config_get("lpc.com2.path"), "stdio");
 	expect_lpc_error("com1", "com1");  /* needs a back end */
@@ -70,10 +75,13 @@ static void test_lpc_bootrom(void **state)
 	assert_int_equal(lpc("bootrom,/usr/share/ovmf/OVMF.fd"), 0);
 	assert_string_equal(config_get("lpc.bootrom"), "/usr/share/ovmf/OVMF.fd");
 	assert_null(config_get("lpc.bootvars"));
+	expect_lpc_error("bootrom,a,b", "twice");
+	config_reset();
 	assert_int_equal(lpc("bootrom,a,b"), 0);
 	assert_string_equal(config_get("lpc.bootrom"), "a");
 	assert_string_equal(config_get("lpc.bootvars"), "b");
 	/* The vars file may itself hold commas. */
+	config_reset();
 	assert_int_equal(lpc("bootrom,rom.fd,vars,1.fd"), 0);
 	assert_string_equal(config_get("lpc.bootrom"), "rom.fd");
 	assert_string_equal(config_get("lpc.bootvars"), "vars,1.fd");
@@ -104,9 +112,13 @@ static void test_lpc_testdev(void **state)
 	assert_int_equal(lpc("pc-testdev"), 0);
 	assert_string_equal(config_get("lpc.pc-testdev"), "true");
 	assert_null(config_get("lpc.pc-testdev-debugcon"));
+	expect_lpc_error("pc-testdev", "twice");
+	config_reset();
 	assert_int_equal(lpc("pc-testdev,debugcon=/tmp/out.log"), 0);
 	assert_string_equal(config_get("lpc.pc-testdev-debugcon"), "/tmp/out.log");
+	config_reset();
 	assert_int_equal(lpc("pc-testdev,"), 0);
+	config_reset();
 
 	expect_lpc_error("pc-testdev,debugcon=", "debugcon");
 	expect_lpc_error("pc-testdev,verbose", "verbose");

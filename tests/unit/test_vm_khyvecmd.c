@@ -469,6 +469,10 @@ static void test_options(void **state)
 	assert_contains(err, "bhyve_options_dev=\"zvol\": want file or custom");
 	assert_int_equal(build("loader=bios\nuuid=\"not-a-uuid\"\n", NULL), -1);
 	assert_string_equal(err, "guest1.conf: uuid=\"not-a-uuid\": not a UUID");
+	/* khyve's -U wants the 8-4-4-4-12 form: refused here, not at start. */
+	assert_int_equal(build("loader=bios\nuuid=\"0f6e1fd26bb411ee8a5c00a098000001\"\n", NULL),
+	                 -1);
+	assert_contains(err, "not a UUID");
 }
 
 /* Disk types, options, custom paths and vm-bhyve's AHCI controller grouping. */
