@@ -255,6 +255,7 @@ unit: $(UNIT_BIN) $(UNIT_SAN)
 
 guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUESTS)
 	@tests/guests/run
+	@tests/guests/console $(BUILD) $(BUILD)/san
 
 # The user's terminal after khyve on stdio and `vm console`, in a tmux pane.
 term-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/san/bin/vm \

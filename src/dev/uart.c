@@ -361,11 +361,14 @@ static void isa_set_irq(void *arg, bool level)
 	machine_irq_line(ui->m, ui->irq, level ? 1 : 0);
 }
 
+/* THR bytes join the back end's ring; the event loop writes them in
+ * batches (a page-sized `rep outsb` exit is one write), so the vCPU
+ * makes no write(2) per byte and never waits for the reader. */
 static void isa_tx(void *arg, uint8_t byte)
 {
 	struct uart_isa *ui = arg;
 
-	chardev_write(ui->cd, &byte, 1);
+	chardev_queue(ui->cd, &byte, 1);
 }
 
 static void isa_rx_room(void *arg)
@@ -448,6 +451,8 @@ int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *
 	snprintf(ui->name, sizeof(ui->name), "com%u", index + 1);
 	ui->uart = uart_create(&isa_ops, ui);
 	ui->cd = chardev_open(backend, m->loop, isa_input_ready, ui, err, errlen);
+	if (ui->cd != NULL)
+		chardev_set_name(ui->cd, ui->name);
 	if (ui->cd != NULL && isa_setup_escape(ui, err, errlen) < 0)
 		return -1;
 	if (ui->uart == NULL || ui->cd == NULL ||
