@@ -31,8 +31,10 @@
  * oldest bytes instead, so a late client sees the newest output; a TCP
  * back end without a client drops output, as on a real serial line.  On
  * exit, waiting output is flushed for as long as the reader takes some
- * within CHARDEV_EXIT_WAIT_MS.  stdio never sets O_NONBLOCK on the file
- * description it shares with the shell (see stdio_output_fd()).
+ * within CHARDEV_EXIT_WAIT_MS.  stdio does not set O_NONBLOCK on the file
+ * description it shares with the shell but writes to its own reopened
+ * one (stdio_output_fd() says why; only without /proc is the shared flag
+ * set, and put back on exit).
  */
 #ifndef KHYVE_CHARDEV_H
 #define KHYVE_CHARDEV_H
@@ -50,10 +52,15 @@ typedef void (*chardev_escape_cb)(void *arg);
 
 /*
  * Open the back end described by `spec` and watch it on `loop`.  Returns
- * NULL with a one-line reason in `err` on failure.
+ * NULL with a one-line reason in `err` on failure.  Back ends still open
+ * when khyve exits are flushed then (atexit), as chardev_close() does.
  */
 struct chardev *chardev_open(const char *spec, struct mevent_loop *loop, chardev_ready_cb ready,
                              void *arg, char *err, size_t errlen);
+
+/* Write out waiting output (CHARDEV_EXIT_WAIT_MS at most without
+ * progress), log the total dropped, stop watching and free `cd`.  Only
+ * while the loop is not running. */
 void chardev_close(struct chardev *cd);
 
 /* Read up to `len` pending bytes without blocking; returns the count (0 when
