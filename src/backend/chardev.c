@@ -460,11 +460,30 @@ static void on_stdout_event(int fd, uint32_t events, void *arg)
 	on_writable(cd);
 }
 
+/* A device that hung up for good (a tty whose other side closed): its
+ * input has ended and epoll would report the hang-up forever, so stop
+ * watching it, and its output is lost.  Called from in_ev's callback. */
+static void device_gone(struct chardev *cd)
+{
+	pthread_mutex_lock(&cd->lock);
+	if (!cd->out_dead)
+		out_lost(cd, EIO);
+	mevent_delete(cd->in_ev);
+	cd->in_ev = NULL;
+	cd->out_armed = false;
+	tick_set(cd, false);
+	pthread_mutex_unlock(&cd->lock);
+}
+
 static void on_event(int fd, uint32_t events, void *arg)
 {
 	struct chardev *cd = arg;
 
 	(void)fd;
+	if ((events & (EPOLLHUP | EPOLLERR)) && cd->eof && cd->kind == CHARDEV_DEVICE) {
+		device_gone(cd);
+		return;
+	}
 	if (events & EPOLLOUT)
 		on_writable(cd);
 	if (events & ~(uint32_t)EPOLLOUT)

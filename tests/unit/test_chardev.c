@@ -887,6 +887,29 @@ static void test_exit_flush(void **state)
 	close(rd);
 }
 
+/* A tty device whose other side goes away: input ends, and the hang-up
+ * epoll keeps reporting neither spins the loop nor is written to. */
+static void test_device_hangup(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char slave[64];
+	int master, slave_fd;
+
+	assert_int_equal(openpty(&master, &slave_fd, slave, NULL, NULL), 0);
+	s.loop = loop;
+	s.want = 1000000; /* never: the timer ends the loop */
+	s.cd = open_spec(loop, slave, &s);
+	assert_non_null(s.cd);
+	close(slave_fd);
+	close(master);
+	run_loop_for(loop, 200);
+	assert_true(s.calls < 10);
+	chardev_write(s.cd, "gone", 4);
+	assert_true(chardev_dropped(s.cd) >= 4);
+	chardev_close(s.cd);
+}
+
 static void test_loop_basics(void **state)
 {
 	struct mevent_loop *loop = *state;
@@ -936,6 +959,7 @@ int main(void)
 	    T(test_stdio_unread_pipe),
 	    T(test_stdio_reader_gone),
 	    T(test_exit_flush),
+	    T(test_device_hangup),
 	    T(test_loop_basics),
 	    T(test_stdio_escape),
 	};
