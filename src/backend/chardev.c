@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "core/mevent.h"
-#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/tty_escape.h"
 
@@ -424,10 +423,12 @@ static void on_tick(int fd, uint32_t events, void *arg)
 		/* EAGAIN: a tick stopped after it fired */
 	}
 	pthread_mutex_lock(&cd->lock);
-	if (cd->out_armed && !cd->out_blocked) {
+	if (cd->out_armed) {
 		bool idle = cd->ring.len == 0;
 
-		flush_locked(cd);
+		if (!cd->out_blocked)
+			flush_locked(cd);
+		/* Full here or on a writer's own flush since the last tick. */
 		if (cd->out_blocked) {
 			wait_for_room_locked(cd);
 		} else if (idle || cd->out_dead) {
