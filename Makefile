@@ -259,6 +259,7 @@ unit: $(UNIT_BIN) $(UNIT_SAN)
 guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUESTS)
 	@tests/guests/run
 	@tests/guests/jail $(BUILD) $(BUILD)/san
+	@tests/guests/console $(BUILD) $(BUILD)/san
 
 # Bad command lines: exit 4 and one line naming the key, with no leak
 # report from the sanitizer build (tests/cli/run; a few seconds).

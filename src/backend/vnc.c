@@ -92,7 +92,8 @@ struct vnc_server {
 
 	int port; /* the bound TCP port, 0 for a UNIX socket */
 	char *unix_path;
-	char *passwords[2]; /* NULL-terminated, for rfbCheckPasswordByList */
+	struct stat unix_st; /* the socket we made there, removed only while it is there */
+	char *passwords[2];  /* NULL-terminated, for rfbCheckPasswordByList */
 	char *name;
 };
 
@@ -614,13 +615,15 @@ static int listen_tcp(struct vnc_server *s, const char *host, int port, bool war
 	return fd;
 }
 
-/* A socket file nobody listens on is left from an earlier run: remove it. */
+/* A socket file nobody listens on is left from an earlier run: remove it.
+ * Only a socket itself: lstat, so a symlink (to anything) stays, and
+ * bind() then refuses the path. */
 static void remove_stale_socket(const char *path)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	struct stat st;
 
-	if (stat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
+	if (lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
 		return;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -631,7 +634,9 @@ static void remove_stale_socket(const char *path)
 	close(fd);
 }
 
-static int listen_unix(const char *path, char *err, size_t errlen)
+/* bind() never follows or replaces what is at `path` (EADDRINUSE);
+ * `made` gets the socket file it created. */
+static int listen_unix(const char *path, struct stat *made, char *err, size_t errlen)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 
@@ -649,10 +654,22 @@ static int listen_unix(const char *path, char *err, size_t errlen)
 			close(fd);
 		return -1;
 	}
+	if (lstat(path, made) != 0)
+		memset(made, 0, sizeof(*made));
 	return fd;
 }
 
 /* ---- start and stop ---- */
+
+/* Whether unix_path still is the socket we bound (not a file someone put
+ * there since). */
+static bool socket_still_ours(const struct vnc_server *s)
+{
+	struct stat st;
+
+	return lstat(s->unix_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	       st.st_dev == s->unix_st.st_dev && st.st_ino == s->unix_st.st_ino;
+}
 
 static void server_free(struct vnc_server *s)
 {
@@ -662,7 +679,7 @@ static void server_free(struct vnc_server *s)
 	}
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
-	if (s->unix_path && s->listen_fd >= 0)
+	if (s->unix_path && s->listen_fd >= 0 && socket_still_ours(s))
 		unlink(s->unix_path);
 	for (int i = 0; i < 2; i++) {
 		if (s->wake[i] >= 0)
@@ -753,7 +770,8 @@ struct vnc_server *vnc_start(const struct vnc_config *c, char *err, size_t errle
 	s->first_client_arg = c->first_client_arg;
 	if (c->unix_path) {
 		s->unix_path = strdup(c->unix_path);
-		s->listen_fd = s->unix_path ? listen_unix(c->unix_path, err, errlen) : -1;
+		s->listen_fd =
+		    s->unix_path ? listen_unix(c->unix_path, &s->unix_st, err, errlen) : -1;
 	} else {
 		s->listen_fd = listen_tcp(s, c->host ? c->host : "127.0.0.1", c->port,
 		                          c->password == NULL, err, errlen);

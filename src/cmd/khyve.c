@@ -1,4 +1,5 @@
 /* khyve: one VM per process, bhyve(8)'s command line on Linux/KVM. */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
@@ -41,6 +42,9 @@ int main(int argc, char **argv)
 	char err[512];
 
 	log_init_from_env();
+	/* A reader that left (a pipe, a socket) is an error on that write, not
+	 * the end of khyve: back ends see EPIPE and drop output. */
+	signal(SIGPIPE, SIG_IGN);
 	switch (cli_parse(argc, argv, stdout, err, sizeof(err))) {
 	case CLI_DONE:
 		return 0;

@@ -103,6 +103,14 @@ int mevent_enable(struct mevent *ev, bool enabled)
 	return epoll_ctl(ev->loop->epfd, EPOLL_CTL_MOD, ev->fd, &ee);
 }
 
+int mevent_set_events(struct mevent *ev, uint32_t events)
+{
+	struct epoll_event ee = {.events = events, .data.ptr = ev};
+
+	ev->events = events;
+	return epoll_ctl(ev->loop->epfd, EPOLL_CTL_MOD, ev->fd, &ee);
+}
+
 int mevent_loop_run(struct mevent_loop *loop)
 {
 	struct epoll_event ee[16];

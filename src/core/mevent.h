@@ -34,6 +34,12 @@ void mevent_delete(struct mevent *ev);
 /* Pause or resume delivery for `ev` without removing it; thread-safe. */
 int mevent_enable(struct mevent *ev, bool enabled);
 
+/* Watch for `events` from now on (0: none; epoll reports errors and
+ * hang-ups regardless); mevent_enable(ev, true) restores them later.
+ * Thread-safe; callers changing one event from several threads serialise
+ * the calls themselves.  0, or -1 with errno from epoll_ctl. */
+int mevent_set_events(struct mevent *ev, uint32_t events);
+
 /* Run callbacks until mevent_loop_stop().  Returns 0, or -1 on epoll error. */
 int mevent_loop_run(struct mevent_loop *loop);
 

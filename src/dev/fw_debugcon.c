@@ -14,6 +14,7 @@
 #include "core/machine.h"
 #include "dev/lpc.h"
 #include "lib/config.h"
+#include "lib/file.h"
 
 #define FW_DEBUGCON_PORT     0x402
 #define FW_DEBUGCON_READBACK 0xe9
@@ -39,11 +40,9 @@ static int fw_debugcon_init(struct machine *m, char *err, size_t errlen)
 
 	if (path == NULL)
 		return 0;
-	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		snprintf(err, errlen, "debugcon: cannot open %s", path);
+	fd = file_open_append(path, err, errlen);
+	if (fd < 0)
 		return -1;
-	}
 	return machine_register_pio(m, FW_DEBUGCON_PORT, 1, fw_debugcon_port, &fd, "debugcon");
 }
 

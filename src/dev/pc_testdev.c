@@ -18,6 +18,7 @@
 #include "core/machine.h"
 #include "dev/lpc.h"
 #include "lib/config.h"
+#include "lib/file.h"
 
 #define TESTDEV_EXIT_PORT  0xf4
 #define TESTDEV_DEBUGCON   0xe9
@@ -74,13 +75,14 @@ static int iomem_access(void *arg, uint64_t offset, unsigned size, bool is_write
 static int testdev_open_debugcon(struct testdev *t, char *err, size_t errlen)
 {
 	const char *path = config_get("lpc.pc-testdev-debugcon");
+	char why[200];
 
 	t->debugcon_fd = -1;
 	if (path == NULL)
 		return 0;
-	t->debugcon_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	t->debugcon_fd = file_open_append(path, why, sizeof(why));
 	if (t->debugcon_fd < 0) {
-		snprintf(err, errlen, "cannot open debugcon file %s", path);
+		snprintf(err, errlen, "debugcon file: %s", why);
 		return -1;
 	}
 	return 0;

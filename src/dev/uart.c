@@ -361,11 +361,14 @@ static void isa_set_irq(void *arg, bool level)
 	machine_irq_line(ui->m, ui->irq, level ? 1 : 0);
 }
 
+/* THR bytes join the back end's ring; the event loop writes them in
+ * batches (a page-sized `rep outsb` exit is one write), so the vCPU
+ * makes no write(2) per byte and never waits for the reader. */
 static void isa_tx(void *arg, uint8_t byte)
 {
 	struct uart_isa *ui = arg;
 
-	chardev_write(ui->cd, &byte, 1);
+	chardev_queue(ui->cd, &byte, 1);
 }
 
 static void isa_rx_room(void *arg)
@@ -455,6 +458,7 @@ int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *
 		free(ui);
 		return -1;
 	}
+	chardev_set_name(ui->cd, ui->name);
 	if (isa_setup_escape(ui, err, errlen) < 0)
 		return -1;
 	if (ui->uart == NULL || ui->cd == NULL ||

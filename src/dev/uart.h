@@ -22,7 +22,8 @@ struct uart;
 struct uart_ops {
 	/* Drive the interrupt line; called with the UART lock held. */
 	void (*set_irq)(void *arg, bool level);
-	/* Transmit one byte; called with the UART lock held. */
+	/* Transmit one byte; called with the UART lock held, so it must not
+	 * block (the ISA wiring queues it: chardev_queue()). */
 	void (*tx)(void *arg, uint8_t byte);
 	/* The receive FIFO has room again after being full. */
 	void (*rx_room)(void *arg);

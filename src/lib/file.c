@@ -1,10 +1,12 @@
 #include "lib/file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* How to say `max` to the user: MiB when it is a whole number of them. */
 static void describe_max(size_t max, char *buf, size_t buflen)
@@ -43,4 +45,26 @@ uint8_t *file_read_all(const char *path, size_t max, size_t *len, char *err, siz
 out:
 	fclose(f);
 	return buf;
+}
+
+int file_open_append(const char *path, char *err, size_t errlen)
+{
+	const int flags = O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+	int fd = open(path, flags | O_CREAT | O_NOFOLLOW, 0644);
+	struct stat st;
+
+	if (fd >= 0)
+		return fd; /* O_NONBLOCK means nothing to a regular file */
+	if (errno != ELOOP) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	fd = open(path, flags); /* a symlink: never creates, checked below */
+	if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode))
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	snprintf(err, errlen, "%s is a symlink%s: khyve does not write through symlinks to files",
+	         path, fd >= 0 ? " to a regular file" : "");
+	return -1;
 }

@@ -1,6 +1,6 @@
 /*
  * Whole-file reads for what the user names on the command line: kernels,
- * initrds, boot ROMs, option ROMs.
+ * initrds, boot ROMs, option ROMs; and log files khyve creates.
  */
 #ifndef KHYVE_FILE_H
 #define KHYVE_FILE_H
@@ -16,5 +16,17 @@
  * be read whole.
  */
 uint8_t *file_read_all(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+
+/*
+ * Open `path` to append to (a log such as -l debugcon,FILE), creating it
+ * with mode 0644 when missing.  khyve never follows a symlink when it
+ * creates or writes a file (a guest folder copied from another host must
+ * not make it append to whatever a link there points at): a symlink at
+ * `path` is followed only to something that is not a regular file (a
+ * terminal, a pipe: /dev/stderr), and that fd is non-blocking, so a reader
+ * that stalls stops the log (writes fail) rather than the vCPU.  Returns
+ * the fd (O_CLOEXEC), or -1 with a one-line reason naming `path` in `err`.
+ */
+int file_open_append(const char *path, char *err, size_t errlen);
 
 #endif

@@ -1,5 +1,7 @@
 #include "lib/log.h"
 
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,45 @@ void log_init_from_env(void)
 		log_max_level = LOG_DEBUG;
 }
 
+/*
+ * stderr may be a pipe nobody reads (`khyve ... 2>&1 | sleep`) or a
+ * stopped terminal, and the thread logging may be a vCPU or the event
+ * loop: a line waits at most LOG_WAIT_MS for room, and once one was
+ * dropped the next ones do not wait until stderr takes a line again
+ * (which then says how many were lost).  One writer at a time, so the
+ * room poll() found is still there for the write.
+ */
+#define LOG_WAIT_MS 100
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long lines_dropped;
+
+static bool stderr_has_room(void)
+{
+	struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
+
+	return poll(&p, 1, lines_dropped > 0 ? 0 : LOG_WAIT_MS) == 1 &&
+	       !(p.revents & (POLLERR | POLLHUP | POLLNVAL));
+}
+
+static void write_line(const char *line, const char *eol)
+{
+	char lost[64];
+
+	pthread_mutex_lock(&write_lock);
+	if (!stderr_has_room()) {
+		lines_dropped++;
+	} else {
+		if (lines_dropped > 0) {
+			snprintf(lost, sizeof(lost), "khyve: %lu log lines lost (stderr full)%s",
+			         lines_dropped, eol);
+			lines_dropped = 0;
+			fputs(lost, stderr);
+		}
+		fprintf(stderr, "%s%s", line, eol);
+	}
+	pthread_mutex_unlock(&write_lock);
+}
+
 static void log_vprint(const char *fmt, va_list ap)
 {
 	char line[1024], safe[1024];
@@ -36,7 +77,7 @@ static void log_vprint(const char *fmt, va_list ap)
 	 * or an escape sequence in it is shown escaped, never raw. */
 	str_escape_controls(safe, sizeof(safe), line);
 	/* A raw-mode terminal does not turn \n into \r\n. */
-	fprintf(stderr, "%s%s", safe, isatty(STDERR_FILENO) ? "\r\n" : "\n");
+	write_line(safe, isatty(STDERR_FILENO) ? "\r\n" : "\n");
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "backend/chardev.h"
@@ -557,8 +558,9 @@ static void test_pty_output_without_client(void **state)
 	free(dir);
 }
 
-/* An existing symlink or file at LINK is replaced; a directory is refused. */
-static void test_pty_link_replaced(void **state)
+/* A stale link a killed khyve left (to a /dev/pts/N that is gone) is
+ * replaced; a LINK.tmp beside it is none of khyve's business. */
+static void test_pty_link_stale_replaced(void **state)
 {
 	struct mevent_loop *loop = *state;
 	struct sink s = {0};
@@ -570,28 +572,78 @@ static void test_pty_link_replaced(void **state)
 	snprintf(spec, sizeof(spec), "pty=%s", link);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", link);
 
-	assert_int_equal(symlink("/dev/pts/nonexistent", link), 0);
-	assert_int_equal(symlink("/dev/null", tmp), 0); /* stale temporary */
+	assert_int_equal(symlink("/dev/pts/999999", link), 0);
+	assert_int_equal(symlink("/dev/null", tmp), 0);
 	s.cd = open_spec(loop, spec, &s);
 	assert_non_null(s.cd);
 	assert_int_equal(lstat(link, &st), 0);
 	assert_true(S_ISLNK(st.st_mode));
 	assert_int_equal(stat(link, &st), 0);
 	assert_true(S_ISCHR(st.st_mode));
-	assert_int_equal(access(tmp, F_OK), -1);
+	assert_int_equal(lstat(tmp, &st), 0); /* left alone */
 	chardev_close(s.cd);
+	assert_int_equal(lstat(link, &st), -1); /* ours: removed */
+	unit_rmtree(dir);
+	free(dir);
+}
 
-	free(unit_write_text(dir, "com1.pty", "stale"));
-	s.cd = open_spec(loop, spec, &s);
-	assert_non_null(s.cd);
-	assert_int_equal(lstat(link, &st), 0);
-	assert_true(S_ISLNK(st.st_mode));
-	chardev_close(s.cd);
+/* open_spec() on `spec` fails naming `link` and `why`. */
+static void expect_link_refused(struct mevent_loop *loop, const char *spec, const char *link,
+                                const char *why)
+{
+	expect_open_error(loop, spec, link);
+	assert_contains(err, why);
+}
+
+/* Anything else at LINK is refused (and left as it was): a file, a
+ * directory, a symlink to a file, a dangling symlink elsewhere, a link
+ * to a pty that is alive and not ours. */
+static void test_pty_link_refused(void **state)
+{
+	struct mevent_loop *loop = *state;
+	char *dir = unit_mkdtemp(), link[600], spec[700], victim[620], buf[16] = "";
+	char *file, slave[64];
+	int master, slave_fd, fd;
+	struct stat st;
+
+	assert_non_null(dir);
+	snprintf(link, sizeof(link), "%s/com1.pty", dir);
+	snprintf(spec, sizeof(spec), "pty=%s", link);
+
+	file = unit_write_text(dir, "com1.pty", "precious");
+	assert_non_null(file);
+	expect_link_refused(loop, spec, link, "regular file");
+	fd = open(link, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof(buf) - 1), 8);
+	close(fd);
+	assert_string_equal(buf, "precious");
+	assert_int_equal(unlink(link), 0);
+	free(file);
 
 	assert_int_equal(mkdir(link, 0755), 0);
-	expect_open_error(loop, spec, "directory");
-	expect_open_error(loop, spec, link);
+	expect_link_refused(loop, spec, link, "directory");
 	assert_int_equal(rmdir(link), 0);
+
+	free(unit_write_text(dir, "victim", "x"));
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	assert_int_equal(symlink(victim, link), 0);
+	expect_link_refused(loop, spec, link, "not a stale khyve pty");
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(stat(victim, &st), 0);
+	assert_int_equal(unlink(link), 0);
+
+	assert_int_equal(symlink("/nonexistent/elsewhere", link), 0);
+	expect_link_refused(loop, spec, link, "/nonexistent/elsewhere");
+	assert_int_equal(unlink(link), 0);
+
+	assert_int_equal(openpty(&master, &slave_fd, slave, NULL, NULL), 0);
+	assert_int_equal(symlink(slave, link), 0);
+	expect_link_refused(loop, spec, link, slave);
+	close(master);
+	close(slave_fd);
+	assert_int_equal(unlink(link), 0);
 	unit_rmtree(dir);
 	free(dir);
 }
@@ -623,6 +675,239 @@ static void test_pty_bad_links(void **state)
 
 	expect_open_error(loop, "pty=", "pty=");
 	expect_open_error(loop, "pty=/nonexistent/dir/com1.pty", "/nonexistent/dir/com1.pty");
+}
+
+/* Run `loop` for about `ms` milliseconds (a loop runs only once). */
+static void on_stop_timer(int fd, uint32_t events, void *arg)
+{
+	uint64_t ticks;
+
+	(void)events;
+	assert_int_equal(read(fd, &ticks, sizeof(ticks)), sizeof(ticks));
+	mevent_loop_stop(arg);
+}
+
+static void run_loop_for(struct mevent_loop *loop, long ms)
+{
+	int t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	struct mevent *ev;
+
+	assert_true(t >= 0);
+	arm_timer(t, ms);
+	ev = mevent_add(loop, t, 0x001 /* EPOLLIN */, on_stop_timer, loop);
+	assert_non_null(ev);
+	assert_int_equal(mevent_loop_run(loop), 0);
+	mevent_delete(ev);
+	close(t);
+}
+
+/* Bytes readable on `fd` within `ms`, up to `len`. */
+static size_t read_for(int fd, char *buf, size_t len, int ms)
+{
+	size_t got = 0;
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	while (got < len && poll(&p, 1, ms) > 0) {
+		ssize_t n = read(fd, buf + got, len - got);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	return got;
+}
+
+/* chardev_queue(): single bytes wait for the loop's tick (no write per
+ * byte); a batch of CHARDEV_OUT_BATCH goes out at once. */
+static void test_queue_batches(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	static char big[CHARDEV_OUT_BATCH], got[CHARDEV_OUT_BATCH + 8];
+	char *dir, link[600];
+	int client;
+
+	s.cd = open_pty_at(loop, &s, &dir, link, sizeof(link));
+	assert_non_null(s.cd);
+	client = open_client(link);
+	chardev_queue(s.cd, "a", 1);
+	chardev_queue(s.cd, "b", 1);
+	chardev_queue(s.cd, "c", 1);
+	assert_int_equal(read_for(client, got, sizeof(got), 50), 0);
+	run_loop_for(loop, 30);
+	assert_int_equal(read_for(client, got, sizeof(got), 50), 3);
+	assert_memory_equal(got, "abc", 3);
+	memset(big, 'y', sizeof(big));
+	chardev_queue(s.cd, big, sizeof(big));
+	assert_int_equal(read_for(client, got, sizeof(got), 500), sizeof(big));
+	assert_int_equal(chardev_dropped(s.cd), 0);
+	close(client);
+	chardev_close(s.cd);
+	unit_rmtree(dir);
+	free(dir);
+}
+
+/* Fork a child whose stdout is a pipe (stdin, stderr /dev/null) and run `fn`
+ * there; the parent gets the pipe's read end in *rd and the child's pid. */
+static pid_t fork_with_stdout_pipe(int (*fn)(void), int *rd, bool close_read)
+{
+	int p[2];
+	pid_t pid;
+
+	assert_int_equal(pipe(p), 0);
+	if (close_read) {
+		close(p[0]);
+		p[0] = -1;
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		alarm(20); /* a write that blocks fails the test instead of hanging it */
+		if (p[0] >= 0)
+			close(p[0]);
+		if (null < 0 || dup2(p[1], STDOUT_FILENO) < 0 || dup2(null, STDERR_FILENO) < 0 ||
+		    dup2(null, STDIN_FILENO) < 0)
+			_exit(2);
+		_exit(fn());
+	}
+	close(p[1]);
+	*rd = p[0];
+	return pid;
+}
+
+static int wait_exit_status(pid_t pid)
+{
+	int status;
+
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* In the child: 2 MiB into a pipe nobody reads, by single queued bytes and
+ * by 4 KiB writes.  Nothing blocks; what neither the pipe nor the ring
+ * holds is counted as dropped; stdout's shared description stays blocking. */
+static int unread_pipe_child(void)
+{
+	struct mevent_loop *loop = mevent_loop_create();
+	static struct sink s;
+	struct chardev *cd = chardev_open("stdio", loop, on_ready, &s, err, sizeof(err));
+	static char chunk[4096];
+	uint64_t dropped;
+
+	if (cd == NULL)
+		return 3;
+	for (int i = 0; i < 1024 * 1024; i++)
+		chardev_queue(cd, "q", 1);
+	memset(chunk, 'w', sizeof(chunk));
+	for (int i = 0; i < 256; i++)
+		chardev_write(cd, chunk, sizeof(chunk));
+	dropped = chardev_dropped(cd);
+	if (dropped < 2 * 1024 * 1024 - 2 * CHARDEV_OUT_MAX - 1024 * 1024 ||
+	    dropped > 2 * 1024 * 1024 - CHARDEV_OUT_MAX)
+		return 4;
+	if (fcntl(STDOUT_FILENO, F_GETFL) & O_NONBLOCK)
+		return 5;
+	chardev_close(cd); /* waits CHARDEV_EXIT_WAIT_MS for a reader, in vain */
+	mevent_loop_free(loop);
+	return 0;
+}
+
+static void test_stdio_unread_pipe(void **state)
+{
+	int rd;
+	pid_t pid;
+
+	(void)state;
+	pid = fork_with_stdout_pipe(unread_pipe_child, &rd, false);
+	assert_int_equal(wait_exit_status(pid), 0);
+	close(rd);
+}
+
+/* In the child: the pipe's reader is gone (EPIPE; SIGPIPE is ignored, as
+ * in khyve): output is dropped and counted, and the loop does not spin on
+ * the error epoll keeps reporting. */
+static int reader_gone_child(void)
+{
+	struct mevent_loop *loop = mevent_loop_create();
+	static struct sink s;
+	struct chardev *cd = chardev_open("stdio", loop, on_ready, &s, err, sizeof(err));
+
+	if (cd == NULL)
+		return 3;
+	s.cd = cd;
+	s.loop = loop;
+	s.want = 1;
+	chardev_write(cd, "lost", 4);
+	chardev_queue(cd, "more", 4);
+	run_loop_for(loop, 50);
+	if (chardev_dropped(cd) != 8)
+		return 4;
+	chardev_close(cd);
+	mevent_loop_free(loop);
+	return 0;
+}
+
+static void test_stdio_reader_gone(void **state)
+{
+	int rd;
+	pid_t pid;
+
+	(void)state;
+	pid = fork_with_stdout_pipe(reader_gone_child, &rd, true);
+	assert_int_equal(wait_exit_status(pid), 0);
+}
+
+/* In the child: queued output the loop never wrote is flushed at exit. */
+static int exit_flush_child(void)
+{
+	struct mevent_loop *loop = mevent_loop_create();
+	static struct sink s;
+	struct chardev *cd = chardev_open("stdio", loop, on_ready, &s, err, sizeof(err));
+
+	if (cd == NULL)
+		return 3;
+	for (int i = 0; i < 3000; i++)
+		chardev_queue(cd, "e", 1);
+	exit(0); /* atexit: the last flush */
+}
+
+static void test_exit_flush(void **state)
+{
+	static char buf[8192];
+	int rd;
+	pid_t pid;
+
+	(void)state;
+	pid = fork_with_stdout_pipe(exit_flush_child, &rd, false);
+	assert_int_equal(read_for(rd, buf, sizeof(buf), 5000), 3000);
+	assert_int_equal(wait_exit_status(pid), 0);
+	close(rd);
+}
+
+/* A tty device whose other side goes away: input ends, and the hang-up
+ * epoll keeps reporting neither spins the loop nor is written to. */
+static void test_device_hangup(void **state)
+{
+	struct mevent_loop *loop = *state;
+	struct sink s = {0};
+	char slave[64];
+	int master, slave_fd;
+
+	assert_int_equal(openpty(&master, &slave_fd, slave, NULL, NULL), 0);
+	s.loop = loop;
+	s.want = 1000000; /* never: the timer ends the loop */
+	s.cd = open_spec(loop, slave, &s);
+	assert_non_null(s.cd);
+	close(slave_fd);
+	close(master);
+	run_loop_for(loop, 200);
+	assert_true(s.calls < 10);
+	chardev_write(s.cd, "gone", 4);
+	assert_true(chardev_dropped(s.cd) >= 4);
+	chardev_close(s.cd);
 }
 
 static void test_loop_basics(void **state)
@@ -666,9 +951,15 @@ int main(void)
 	    T(test_pty_round_trip),
 	    T(test_pty_client_reattach),
 	    T(test_pty_output_without_client),
-	    T(test_pty_link_replaced),
+	    T(test_pty_link_stale_replaced),
+	    T(test_pty_link_refused),
 	    T(test_pty_link_taken_over),
 	    T(test_pty_bad_links),
+	    T(test_queue_batches),
+	    T(test_stdio_unread_pipe),
+	    T(test_stdio_reader_gone),
+	    T(test_exit_flush),
+	    T(test_device_hangup),
 	    T(test_loop_basics),
 	    T(test_stdio_escape),
 	};
