@@ -157,6 +157,12 @@ static void *vcpu_thread(void *arg)
 
 	snprintf(name, sizeof(name), "vcpu %u", v->index);
 	pthread_setname_np(pthread_self(), name);
+	if (vcpu_block_kick(v) < 0) {
+		log_err("vCPU %u: KVM_SET_SIGNAL_MASK: %s", v->index, strerror(errno));
+		machine_request_exit(m, KHYVE_EXIT_ERROR);
+		return NULL;
+	}
+	vcpu_mark_kickable(v);
 	machine_wait_start(m);
 	while (!__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST)) {
 		if (vcpu_run(v) == 0) {
@@ -164,6 +170,7 @@ static void *vcpu_thread(void *arg)
 			continue;
 		}
 		if (errno == EINTR || errno == EAGAIN) {
+			vcpu_eat_kicks();
 			if (!__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST))
 				v->run->immediate_exit = 0;
 			continue;

@@ -168,8 +168,43 @@ int vcpu_run(struct vcpu *v)
 void vcpu_kick(struct vcpu *v)
 {
 	__atomic_store_n(&v->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
-	if (v->thread_started)
-		pthread_kill(v->thread, SIG_VCPU_KICK);
+	if (__atomic_load_n(&v->kickable, __ATOMIC_SEQ_CST))
+		pthread_kill(v->self, SIG_VCPU_KICK);
+}
+
+int vcpu_block_kick(struct vcpu *v)
+{
+	struct {
+		struct kvm_signal_mask hdr;
+		uint8_t set[8]; /* the kernel's sigset_t: 64 signals */
+	} km;
+	sigset_t kick, inside;
+
+	sigemptyset(&kick);
+	sigaddset(&kick, SIG_VCPU_KICK);
+	if (pthread_sigmask(SIG_BLOCK, &kick, &inside) != 0)
+		return -1;
+	sigdelset(&inside, SIG_VCPU_KICK);
+	km.hdr.len = sizeof(km.set);
+	memcpy(km.set, &inside, sizeof(km.set));
+	return ioctl(v->fd, KVM_SET_SIGNAL_MASK, &km);
+}
+
+void vcpu_mark_kickable(struct vcpu *v)
+{
+	v->self = pthread_self();
+	__atomic_store_n(&v->kickable, true, __ATOMIC_SEQ_CST);
+}
+
+void vcpu_eat_kicks(void)
+{
+	const struct timespec now = {0, 0};
+	sigset_t kick;
+
+	sigemptyset(&kick);
+	sigaddset(&kick, SIG_VCPU_KICK);
+	for (int i = 0; i < 64 && sigtimedwait(&kick, NULL, &now) == SIG_VCPU_KICK; i++)
+		;
 }
 
 static void kick_handler(int sig)

@@ -19,7 +19,9 @@ struct vcpu {
 	int fd;
 	struct kvm_run *run; /* shared page with KVM, vm->vcpu_mmap_size bytes */
 	pthread_t thread;
-	bool thread_started;
+	bool thread_started; /* `thread` exists (set by its creator, for joining) */
+	pthread_t self;      /* the thread, as it wrote itself before `kickable` */
+	bool kickable;       /* the thread blocks the kick signal: kicks are never lost */
 };
 
 /* How the bootstrap processor starts. */
@@ -66,7 +68,32 @@ void vcpu_kick(struct vcpu *v);
 /* Install the signal handler vcpu_kick() relies on; once per process. */
 int vcpu_kick_init(void);
 
-/* The signal vcpu_kick() sends; vCPU threads must leave it unblocked. */
+/* The signal vcpu_kick() sends. */
 int vcpu_kick_signal(void);
+
+/*
+ * Called by `v`'s own thread before its first vcpu_run(): block the kick
+ * signal in the thread and have KVM unblock it only inside KVM_RUN
+ * (KVM_SET_SIGNAL_MASK, api.rst 4.35), as QEMU does.  A kick that comes
+ * while the thread is outside KVM_RUN then stays pending and ends the next
+ * KVM_RUN at once; left unblocked it would run its handler in user space
+ * and be lost, and an application processor still waiting for INIT/SIPI
+ * would sleep in KVM_RUN for good (KVM checks immediate_exit only after
+ * that wait).  0, or -1 with errno.
+ */
+int vcpu_block_kick(struct vcpu *v);
+
+/*
+ * Called by `v`'s thread after vcpu_block_kick(), before it first looks at
+ * whether to stop: from then on vcpu_kick() signals it.  A kick before that
+ * only sets immediate_exit, and the thread sees the stop request itself
+ * (both flags sequentially consistent, so one of the two sides sees the
+ * other).
+ */
+void vcpu_mark_kickable(struct vcpu *v);
+
+/* After KVM_RUN ended with EINTR: take the pending kicks (they stay
+ * pending once KVM has blocked the signal again). */
+void vcpu_eat_kicks(void);
 
 #endif
