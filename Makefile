@@ -222,8 +222,8 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(CORE_FUZZ_OBJ) $(VM_FUZZ_OBJ
 		-MF $(BUILD)/fuzz/obj/$(notdir $@).d -o $@ $< \
 		$(filter-out $(FUZZ_LINK_OUT),$(CORE_FUZZ_OBJ)) $(VM_FUZZ_OBJ) $(LIBS) $(LDFLAGS)
 
-# fuzz_virtio brings its own tap (a socket pair): no host interfaces.
-$(BUILD)/fuzz/fuzz_virtio: FUZZ_LINK_OUT := $(BUILD)/fuzz/obj/src/backend/tap.o
+# fuzz_virtio_net brings its own tap (a socket pair): no host interfaces.
+$(BUILD)/fuzz/fuzz_virtio_net: FUZZ_LINK_OUT := $(BUILD)/fuzz/obj/src/backend/tap.o
 
 # Named outside the pattern rule, so make keeps the objects rather than
 # deleting them as intermediates (and rebuilding them on the next run).

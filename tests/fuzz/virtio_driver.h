@@ -1,22 +1,26 @@
 /*
- * libFuzzer target for the virtio PCI transport (src/bus/virtio_pci.c:
- * common configuration, ISR, device configuration, notifications, queue
- * setup, feature negotiation, reset) and the devices behind it: virtio-blk
- * (requests on an image file), virtio-net (the transmit path and received
- * frames with their header; the tap is a datagram socket pair, see
- * tap_open() below) and virtio-rnd, in a detached machine with rings and
- * buffers in fake guest RAM, served by the devices' own queue threads.
+ * The body of the virtio libFuzzer targets (tests/fuzz/fuzz_virtio_*.c):
+ * the virtio PCI transport (src/bus/virtio_pci.c: common configuration,
+ * ISR, device configuration, notifications, queue setup, feature
+ * negotiation, reset) and one device behind it, in a detached machine with
+ * rings and buffers in fake guest RAM, served by the device's own queue
+ * threads.  One device a target: each input starts and stops the threads
+ * of its device only.  The including file defines VIRTIO_FUZZ_DEVICE (the
+ * emulation's name) and VIRTIO_FUZZ_OPTS (NULL-terminated key, value
+ * pairs for it), and VIRTIO_FUZZ_NET for virtio-net, whose tap is then a
+ * datagram socket pair (see tap_open() below).
  *
  * Input: a sequence of ops, each an opcode byte and its operands; the
- * device is u8 (n%3: blk, net, rnd) where an op names one; bits 2:0:
+ * device byte that ops 1-5 and 7 read is ignored (n%1: it chose among
+ * three devices once, and the seeds keep it); bits 2:0:
  *   0 RAM write      u32 offset, u8 length-1, bytes
  *   1 BAR write      device, u16 offset into the modern region (0-0x3fff:
  *                    common, ISR, device config, notify), u8 size
  *                    (1 << n%4), u64 value
  *   2 BAR read       device, u16 offset, u8 size
- *   3 queue setup    device, u8 queue (n%queues), u8 log2 entries
- *                    (1 + n%4): select, size, ring addresses in the
- *                    queue's slot of RAM, enable (as a driver does)
+ *   3 queue setup    device, u8 queue (n%2), u8 log2 entries (1 + n%4):
+ *                    select, size, ring addresses in the queue's slot of
+ *                    RAM, enable (as a driver does)
  *   4 negotiate      device, u32 low and u32 high feature masks: status
  *                    ACK|DRIVER, the device's features ANDed with them,
  *                    FEATURES_OK; opcode bit 3 also sets DRIVER_OK
@@ -24,13 +28,17 @@
  *                    writable mask; per descriptor u32 data offset, u16
  *                    length-1; then u8 header length (n%17) and those
  *                    bytes for the first buffer; made available, notified
- *   6 frame          u16 length (n%2048) and its bytes, into net's tap
- *   7 wait           u8: up to n%8 * 50 us for the device's queues to use
- *                    what was made available (net's receive queue only
- *                    while frames are waiting)
- * Each input starts from the three devices reset in zeroed RAM, and
- * resets them again at its end (which joins their threads).
+ *   6 frame          u16 length (n%2048) and its bytes, into the tap
+ *                    (virtio-net; elsewhere the bytes are skipped)
+ *   7 wait           device, u8: up to n%8 * 50 us for the device's live
+ *                    queues to use what was made available (net's receive
+ *                    queue only while a frame waits in the tap)
+ * Each input starts from the device reset in zeroed RAM, and resets it
+ * again at its end (which joins its threads).
  */
+#ifndef KHYVE_FUZZ_VIRTIO_DRIVER_H
+#define KHYVE_FUZZ_VIRTIO_DRIVER_H
+
 #include "fuzz.h"
 
 #include <errno.h>
@@ -45,11 +53,15 @@
 #include "lib/clock.h"
 #include "lib/config.h"
 
+/* The fake tap's ends (virtio-net): frames to inject and frames sent /
+ * the device's. */
+static int tap_peer = -1, tap_dev_end = -1;
+
 #define RAM_GPA       0x100000ull
 #define RAM_SIZE      0x80000ull /* 512 KiB */
 #define SLOT_SIZE     0x1000ull  /* per queue: desc, avail at +0x400, used at +0x800 */
 #define DATA_OFF      0x10000ull
-#define NDEV          3
+#define NDEV          1
 #define MAXQ          2
 #define VBAR          4
 #define CC_DFSELECT   0x00
@@ -65,15 +77,13 @@
 #define CC_Q_DEVICE   0x30
 #define REGION_NOTIFY 0x3000
 
+#ifdef VIRTIO_FUZZ_NET
 /* ---- a fake tap: a datagram socket pair, so no host interface is made ---- */
 
 struct tap {
 	int fd;
 	char name[16];
 };
-
-static int tap_peer = -1; /* the other end: frames to inject, frames sent */
-static int tap_dev_end = -1;
 
 bool tap_name_valid(const char *name)
 {
@@ -131,6 +141,8 @@ int tap_set_mtu(struct tap *t, unsigned mtu)
 	return 0;
 }
 
+#endif
+
 /* ---- the driver side ---- */
 
 struct queue {
@@ -150,7 +162,6 @@ struct dev {
 static struct machine m;
 static uint8_t *ram;
 static struct dev devs[NDEV];
-static unsigned frames_waiting;
 
 static void no_intx(struct machine *mm, unsigned gsi, bool level)
 {
@@ -174,21 +185,25 @@ static uint64_t reg_read(struct dev *d, uint64_t off, unsigned size)
 
 static void setup_once(void)
 {
+	static const char *const opts[] = {VIRTIO_FUZZ_OPTS};
 	char err[256] = "";
-	const char *img;
 
 	ram = aligned_alloc(4096, RAM_SIZE);
 	if (ram == NULL || machine_init_detached(&m, "fuzz", ram, RAM_GPA, RAM_SIZE) < 0)
 		abort();
 	m.intx_hook = no_intx;
-	img = fuzz_image(256u << 10, 0x3c);
 	config_reset();
-	if (config_set("pci.0.4.0.device", "virtio-blk") < 0 ||
-	    config_set("pci.0.4.0.path", img) < 0 || config_set("pci.0.4.0.poll_us", "0") < 0 ||
-	    config_set("pci.0.5.0.device", "virtio-net") < 0 ||
-	    config_set("pci.0.5.0.backend", "fuzz0") < 0 ||
-	    config_set("pci.0.6.0.device", "virtio-rnd") < 0)
+	if (config_set("pci.0.4.0.device", VIRTIO_FUZZ_DEVICE) < 0)
 		abort();
+	for (const char *const *kv = opts; kv[0] != NULL; kv += 2) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "pci.0.4.0.%s", kv[0]);
+		/* "IMAGE" stands for a scratch disk image. */
+		if (config_set(key, strcmp(kv[1], "IMAGE") == 0 ? fuzz_image(256u << 10, 0x3c)
+		                                                : kv[1]) < 0)
+			abort();
+	}
 	if (pci_init(&m, err, sizeof(err)) < 0) {
 		fprintf(stderr, "pci_init: %s\n", err);
 		abort();
@@ -214,6 +229,8 @@ static void drain_tap(void)
 {
 	uint8_t buf[2048];
 
+	if (tap_peer < 0)
+		return;
 	while (recv(tap_peer, buf, sizeof(buf), 0) > 0)
 		;
 	/* Frames the device did not take: read them from its end. */
@@ -228,7 +245,6 @@ static void reset_all(void)
 		memset(devs[i].q, 0, sizeof(devs[i].q));
 	}
 	drain_tap();
-	frames_waiting = 0;
 }
 
 static void queue_setup(struct dev *d, unsigned q, unsigned entries)
@@ -323,8 +339,8 @@ static void frame(struct fz *z)
 	size_t len = fz_u16(z) % sizeof(buf);
 
 	fz_bytes(z, buf, len);
-	if (send(tap_peer, buf, len, 0) >= 0)
-		frames_waiting++;
+	if (tap_peer >= 0)
+		(void)send(tap_peer, buf, len, 0);
 }
 
 static uint16_t used_idx(const struct dev *d, unsigned q)
@@ -334,34 +350,44 @@ static uint16_t used_idx(const struct dev *d, unsigned q)
 	return __atomic_load_n((const uint16_t *)(used + 2), __ATOMIC_ACQUIRE);
 }
 
-/* Queue `q` of `d` has chains the device has not used and should. */
+/* Frames in the tap that the device has not read. */
+#ifdef VIRTIO_FUZZ_NET
+static bool tap_has_frames(void)
+{
+	uint8_t b;
+
+	return recv(tap_dev_end, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+}
+#endif
+
+/* Queue `q` of `d` has chains the device has not used and will: it runs,
+ * the queue is live, and (net's receive queue) a frame waits for them. */
 static bool outstanding(const struct dev *d, unsigned q)
 {
 	const struct queue *qq = &d->q[q];
+	const struct virtio_queue *vq = &d->vd->queue[q];
+	uint8_t status = __atomic_load_n(&d->vd->status, __ATOMIC_ACQUIRE);
 
-	if (qq->size == 0 || (d->vd->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET) ||
-	    !(d->vd->status & VIRTIO_STATUS_DRIVER_OK) || used_idx(d, q) == qq->avail_idx)
+	if (qq->size == 0 || (status & VIRTIO_STATUS_DEVICE_NEEDS_RESET) ||
+	    !(status & VIRTIO_STATUS_DRIVER_OK) ||
+	    !__atomic_load_n(&vq->vq.ready, __ATOMIC_ACQUIRE) || used_idx(d, q) == qq->avail_idx)
 		return false;
-	/* net's receive queue fills only as frames arrive. */
-	return !(d == &devs[1] && q == 0) || frames_waiting > 0;
+#ifdef VIRTIO_FUZZ_NET
+	return q != 0 || tap_has_frames(); /* queue 0 is receive */
+#else
+	return true;
+#endif
 }
 
 static void wait_used(struct dev *d, unsigned us)
 {
 	uint64_t deadline = monotonic_ns() + us * 1000ull;
-	uint16_t rx_used = used_idx(&devs[1], 0);
 
 	for (;;) {
 		bool busy = false;
 
 		for (unsigned q = 0; q < MAXQ && q < d->vd->nqueues; q++)
 			busy |= outstanding(d, q);
-		if (d == &devs[1] && used_idx(d, 0) != rx_used) {
-			uint16_t got = (uint16_t)(used_idx(d, 0) - rx_used);
-
-			frames_waiting = got > frames_waiting ? 0 : frames_waiting - got;
-			rx_used = used_idx(d, 0);
-		}
 		if (!busy || monotonic_ns() >= deadline)
 			return;
 		sched_yield();
@@ -416,3 +442,5 @@ static void fuzz_one(struct fz *z)
 	}
 	reset_all();
 }
+
+#endif
