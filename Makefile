@@ -210,10 +210,12 @@ CORE_FUZZ_OBJ := $(CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 # What of vm's code the host-side parser targets need (fuzz_rcconf).
 VM_FUZZ_OBJ := $(BUILD)/fuzz/obj/src/vm/rcconf.o
 
-$(BUILD)/fuzz/obj/%.o: %.c
+FUZZ_COV_IGNORE := tests/fuzz/coverage-ignore.txt
+
+$(BUILD)/fuzz/obj/%.o: %.c $(FUZZ_COV_IGNORE)
 	@mkdir -p $(@D)
 	$(call say,CC-FUZZ,$<)$(FUZZ_CC) $(CPPFLAGS) $(CFLAGS) -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
-		-c -o $@ $<
+		-fsanitize-coverage-ignorelist=$(FUZZ_COV_IGNORE) -c -o $@ $<
 
 # FUZZ_LINK_OUT: core objects a target replaces with its own fakes.
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(CORE_FUZZ_OBJ) $(VM_FUZZ_OBJ)

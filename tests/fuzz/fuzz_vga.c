@@ -14,7 +14,7 @@
  *   4 memory read  u32 offset, u8 size (1 << n%4)
  *   5 memory write u32 offset, u8 size (1 << n%4), u64 value
  *   6 render       u8: 0 full buffer, else a cap of n*n*64 pixels (at most
- *                  8 renders per input: each costs milliseconds under ASan)
+ *                  4 renders per input: each costs milliseconds under ASan)
  *   7 blink        u8 phase (n%3 - 1)
  * Each input starts from a fresh VGA in mode 3; a full render ends it.
  */
@@ -132,7 +132,7 @@ static void fuzz_one(struct fz *z)
 			break;
 		case 6:
 			sz = fz_u8(z);
-			if (renders++ < 8)
+			if (renders++ < 4)
 				render(v, (size_t)sz * sz * 64);
 			break;
 		default:
