@@ -235,7 +235,7 @@ fuzz: $(FUZZ_BIN)
 
 # Each target runs FUZZ_SECONDS from its checked-in seeds; new inputs go to a
 # scratch corpus so the checked-in one stays as it is.
-FUZZ_SECONDS ?= 6
+FUZZ_SECONDS ?= 5
 fuzz-smoke: $(FUZZ_BIN)
 	@tests/fuzz/run-smoke $(FUZZ_SECONDS) $(BUILD)/fuzz $(FUZZ_BIN)
 
