@@ -1,6 +1,7 @@
 #include "boot/pvh.h"
 
 #include <elf.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +45,17 @@ struct hvm_memmap_table_entry {
 	uint32_t reserved;
 };
 
-/* Program header `i`, bounds-checked against the file. */
-static const Elf64_Phdr *phdr(const uint8_t *img, size_t len, const Elf64_Ehdr *eh, unsigned i)
+/* Copy program header `i` into `out`, bounds-checked against the file.
+ * Copied, not pointed at: e_phoff need not be aligned (found by
+ * tests/fuzz/fuzz_kernel under UBSan). */
+static bool phdr(const uint8_t *img, size_t len, const Elf64_Ehdr *eh, unsigned i, Elf64_Phdr *out)
 {
 	uint64_t off = eh->e_phoff + (uint64_t)i * eh->e_phentsize;
 
 	if (eh->e_phentsize < sizeof(Elf64_Phdr) || off > len || len - off < sizeof(Elf64_Phdr))
-		return NULL;
-	return (const Elf64_Phdr *)(img + off);
+		return false;
+	memcpy(out, img + off, sizeof(*out));
+	return true;
 }
 
 /* Look for Xen's PHYS32_ENTRY note in one PT_NOTE segment. */
@@ -60,14 +64,17 @@ static int find_entry_note(const uint8_t *p, uint64_t size, uint32_t *entry)
 	uint64_t off = 0;
 
 	while (size - off >= sizeof(Elf64_Nhdr)) {
-		const Elf64_Nhdr *n = (const Elf64_Nhdr *)(p + off);
-		uint64_t name = off + sizeof(*n), desc = name + ((n->n_namesz + 3ull) & ~3ull);
-		uint64_t next = desc + ((n->n_descsz + 3ull) & ~3ull);
+		Elf64_Nhdr n;
+		uint64_t name, desc, next;
 
+		memcpy(&n, p + off, sizeof(n)); /* a note may sit at any offset */
+		name = off + sizeof(n);
+		desc = name + ((n.n_namesz + 3ull) & ~3ull);
+		next = desc + ((n.n_descsz + 3ull) & ~3ull);
 		if (next > size || next <= off)
 			return 0;
-		if (n->n_type == XEN_ELFNOTE_PHYS32_ENTRY && n->n_namesz == 4 &&
-		    memcmp(p + name, "Xen", 4) == 0 && n->n_descsz >= 4) {
+		if (n.n_type == XEN_ELFNOTE_PHYS32_ENTRY && n.n_namesz == 4 &&
+		    memcmp(p + name, "Xen", 4) == 0 && n.n_descsz >= 4) {
 			memcpy(entry, p + desc, 4);
 			return 1;
 		}
@@ -76,29 +83,28 @@ static int find_entry_note(const uint8_t *p, uint64_t size, uint32_t *entry)
 	return 0;
 }
 
-static const Elf64_Ehdr *elf_header(const uint8_t *img, size_t len)
+/* Copy the ELF header into `eh`; false when `img` is not ELF. */
+static bool elf_header(const uint8_t *img, size_t len, Elf64_Ehdr *eh)
 {
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
-
-	if (len < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
-		return NULL;
-	return eh;
+	if (len < sizeof(*eh) || memcmp(img, ELFMAG, SELFMAG) != 0)
+		return false;
+	memcpy(eh, img, sizeof(*eh));
+	return true;
 }
 
 int pvh_probe(const uint8_t *img, size_t len, uint32_t *entry, char *err, size_t errlen)
 {
-	const Elf64_Ehdr *eh = elf_header(img, len);
+	Elf64_Ehdr ehdr, *eh = &ehdr;
+	Elf64_Phdr phd, *ph = &phd;
 
-	if (eh == NULL)
+	if (!elf_header(img, len, eh))
 		return 0;
 	if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != EM_X86_64) {
 		snprintf(err, errlen, "ELF kernel is not x86-64");
 		return -1;
 	}
 	for (unsigned i = 0; i < eh->e_phnum; i++) {
-		const Elf64_Phdr *ph = phdr(img, len, eh, i);
-
-		if (ph == NULL) {
+		if (!phdr(img, len, eh, i, ph)) {
 			snprintf(err, errlen, "ELF program headers are truncated");
 			return -1;
 		}
@@ -115,14 +121,18 @@ int pvh_probe(const uint8_t *img, size_t len, uint32_t *entry, char *err, size_t
 static int load_segments(const struct guest_mem *gm, const uint8_t *img, size_t len, uint64_t *end,
                          char *err, size_t errlen)
 {
-	const Elf64_Ehdr *eh = elf_header(img, len);
+	Elf64_Ehdr ehdr, *eh = &ehdr;
+	Elf64_Phdr phd, *ph = &phd;
 
 	*end = 0;
+	if (!elf_header(img, len, eh)) {
+		snprintf(err, errlen, "kernel is not an ELF file");
+		return -1;
+	}
 	for (unsigned i = 0; i < eh->e_phnum; i++) {
-		const Elf64_Phdr *ph = phdr(img, len, eh, i);
 		uint8_t *dst;
 
-		if (ph == NULL || ph->p_type != PT_LOAD)
+		if (!phdr(img, len, eh, i, ph) || ph->p_type != PT_LOAD)
 			continue;
 		if (ph->p_filesz > ph->p_memsz || ph->p_offset > len ||
 		    ph->p_filesz > len - ph->p_offset ||

@@ -222,6 +222,11 @@ static bool rx_drain(struct virtio_net *net, struct virtio_queue *q)
 		ssize_t n;
 
 		if (nchains < 0) {
+			/* As vq_pop() does with a chain it refuses: the queue is
+			 * dead until the driver resets the device.  Left live, a
+			 * read-only chain was retried (with a configuration
+			 * interrupt each time) for as long as frames arrived. */
+			q->vq.ready = false;
 			virtio_needs_reset(&net->vd, "malformed receive chain");
 			break;
 		}
@@ -269,7 +274,11 @@ static void *rx_main(void *arg)
 			break;
 		pthread_mutex_lock(&q->lock);
 		vq_enable_kicks(&q->vq, false);
-		starved = q->vq.ready ? rx_drain(net, q) : false;
+		/* A queue that is not live (never enabled, or broken by a
+		 * malformed chain) has no buffers either: waiting on the tap
+		 * then would spin while frames arrive (found by
+		 * tests/fuzz/fuzz_virtio_net). */
+		starved = q->vq.ready ? rx_drain(net, q) : true;
 		pthread_mutex_unlock(&q->lock);
 	}
 	return NULL;

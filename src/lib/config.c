@@ -6,6 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "lib/log.h"
+
 /*
  * A node is either a leaf holding `value` or an inner node with children;
  * the root is an inner node.  Children are a singly linked list kept in
@@ -25,6 +27,10 @@ struct config_node {
 
 #define CONFIG_EXPAND_DEPTH 8
 #define CONFIG_PATH_MAX     256
+/* Work one config_get() may do expanding %(path) references: bytes copied
+ * plus references followed.  Depth alone does not bound it: eight levels
+ * of forty references each are 40^8 copies (found by tests/fuzz). */
+#define CONFIG_EXPAND_BUDGET (64u << 10)
 
 static struct config_node config_root;
 /* Bumped on every change, so cached expansions never go stale. */
@@ -37,6 +43,7 @@ struct retired {
 	char *s;
 };
 static struct retired *retired_expansions;
+static struct ratelimit expand_rl = RATELIMIT_INIT;
 
 static void retire(char *s)
 {
@@ -254,10 +261,14 @@ struct config_node *config_create_node(const char *path)
 }
 
 /* Append `s` (length `len`) to the growing string *buf. */
-static int str_append(char **buf, size_t *used, const char *s, size_t len)
+static int str_append(char **buf, size_t *used, const char *s, size_t len, size_t *budget)
 {
-	char *nb = realloc(*buf, *used + len + 1);
+	char *nb;
 
+	if (len > *budget)
+		return -1;
+	*budget -= len;
+	nb = realloc(*buf, *used + len + 1);
 	if (nb == NULL)
 		return -1;
 	memcpy(nb + *used, s, len);
@@ -269,14 +280,15 @@ static int str_append(char **buf, size_t *used, const char *s, size_t len)
 
 /* Expand %(path) references in `raw` into a new string; unknown
  * references, cycles and references nested deeper than
- * CONFIG_EXPAND_DEPTH expand to "". */
-static char *expand_string(const char *raw, int depth)
+ * CONFIG_EXPAND_DEPTH expand to "".  NULL when out of memory or out of
+ * `budget` (CONFIG_EXPAND_BUDGET for the whole expansion). */
+static char *expand_string(const char *raw, int depth, size_t *budget)
 {
 	char *out = NULL;
 	size_t used = 0;
 	const char *p = raw;
 
-	if (str_append(&out, &used, "", 0) < 0)
+	if (str_append(&out, &used, "", 0, budget) < 0)
 		return NULL;
 	while (*p != '\0') {
 		const char *ref = strstr(p, "%(");
@@ -286,12 +298,13 @@ static char *expand_string(const char *raw, int depth)
 		size_t nlen;
 
 		if (ref == NULL || end == NULL) {
-			if (str_append(&out, &used, p, strlen(p)) < 0)
+			if (str_append(&out, &used, p, strlen(p), budget) < 0)
 				goto fail;
 			break;
 		}
-		if (str_append(&out, &used, p, (size_t)(ref - p)) < 0)
+		if (str_append(&out, &used, p, (size_t)(ref - p), budget) < 0 || *budget == 0)
 			goto fail;
+		--*budget; /* the reference itself, even when it expands to "" */
 		nlen = (size_t)(end - ref - 2);
 		if (nlen >= sizeof(name))
 			nlen = sizeof(name) - 1;
@@ -302,9 +315,9 @@ static char *expand_string(const char *raw, int depth)
 			char *sub;
 
 			n->expanding = true;
-			sub = expand_string(n->value, depth + 1);
+			sub = expand_string(n->value, depth + 1, budget);
 			n->expanding = false;
-			if (sub == NULL || str_append(&out, &used, sub, strlen(sub)) < 0) {
+			if (sub == NULL || str_append(&out, &used, sub, strlen(sub), budget) < 0) {
 				free(sub);
 				goto fail;
 			}
@@ -320,6 +333,7 @@ fail:
 
 static const char *node_expand(struct config_node *n)
 {
+	size_t budget = CONFIG_EXPAND_BUDGET;
 	char *fresh;
 
 	if (n == NULL || n->value == NULL)
@@ -329,10 +343,14 @@ static const char *node_expand(struct config_node *n)
 	if (n->expanded != NULL && n->expanded_gen == config_generation)
 		return n->expanded;
 	n->expanding = true;
-	fresh = expand_string(n->value, 0);
+	fresh = expand_string(n->value, 0, &budget);
 	n->expanding = false;
-	if (fresh == NULL)
+	if (fresh == NULL) {
+		log_ratelimited(&expand_rl, LOG_ERR,
+		                "config: %s expands to more than %u bytes; taken as unset", n->name,
+		                CONFIG_EXPAND_BUDGET);
 		return NULL;
+	}
 	retire(n->expanded);
 	n->expanded = fresh;
 	n->expanded_gen = config_generation;

@@ -140,4 +140,35 @@ static inline void fuzz_quiet(void)
 	log_max_level = LOG_ERR;
 }
 
+/* For FUZZ_TARGET() when a target needs nothing set up. */
+static inline void fuzz_no_setup(void)
+{
+}
+
+/*
+ * The libFuzzer entry point every target has: `setup` (void (void)) runs
+ * once, before the first input and after fuzz_quiet(); then each input is
+ * handed to the target's `static void fuzz_one(struct fz *z)`, which the
+ * target defines after this macro.
+ */
+#define FUZZ_TARGET(setup)                                                                         \
+	static void fuzz_one(struct fz *z);                                                        \
+	int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);                              \
+	int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)                               \
+	{                                                                                          \
+		static bool ready;                                                                 \
+		struct fz z = {data, size};                                                        \
+                                                                                                   \
+		if (!ready) {                                                                      \
+			fuzz_quiet();                                                              \
+			setup();                                                                   \
+			ready = true;                                                              \
+		}                                                                                  \
+		fuzz_one(&z);                                                                      \
+		return 0;                                                                          \
+	}
+
+/* The op loop: at most FUZZ_MAX_OPS ops, while input is left. */
+#define FUZZ_EACH_OP(z) for (unsigned fz_op_n = 0; fz_op_n < FUZZ_MAX_OPS && fz_more(z); fz_op_n++)
+
 #endif

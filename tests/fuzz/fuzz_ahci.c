@@ -84,7 +84,6 @@ static void setup_once(void)
 	char err[256] = "";
 	const char *disk, *iso;
 
-	fuzz_quiet();
 	ram = calloc(1, RAM_SIZE);
 	if (ram == NULL || machine_init_detached(&m, "fuzz", ram, RAM_GPA, RAM_SIZE) < 0)
 		abort();
@@ -171,39 +170,32 @@ static void command(struct fz *z, uint8_t op)
 	wr(PX(p, P_CI), 1u << slot);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+FUZZ_TARGET(setup_once)
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void fuzz_one(struct fz *z)
 {
-	static bool ready;
-	struct fz z = {data, size};
-
-	if (!ready) {
-		setup_once();
-		ready = true;
-	}
 	reset_all();
-	for (unsigned n = 0; n < FUZZ_MAX_OPS && fz_more(&z); n++) {
-		uint8_t op = fz_u8(&z);
+	FUZZ_EACH_OP (z) {
+		uint8_t op = fz_u8(z);
 
 		switch (op & 7) {
 		case 0:
-			fz_ram_write(&z, ram, RAM_SIZE, 4);
+			fz_ram_write(z, ram, RAM_SIZE, 4);
 			break;
 		case 1:
 		case 2: {
-			uint16_t off = fz_u16(&z) % ABAR_SIZE;
-			unsigned sz = 1u << (fz_u8(&z) % 3);
-			uint64_t val = (op & 7) == 1 ? fz_u32(&z) : 0;
+			uint16_t off = fz_u16(z) % ABAR_SIZE;
+			unsigned sz = 1u << (fz_u8(z) % 3);
+			uint64_t val = (op & 7) == 1 ? fz_u32(z) : 0;
 
 			reg(off, sz, (op & 7) == 1, val);
 			break;
 		}
 		case 3:
-			command(&z, op);
+			command(z, op);
 			break;
 		case 4: {
-			unsigned p = fz_u8(&z) & 1;
+			unsigned p = fz_u8(z) & 1;
 
 			wr(PX(p, P_CMD), 0);
 			wr(PX(p, P_CMD), 1u << 4);
@@ -211,7 +203,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 5: {
-			unsigned p = fz_u8(&z) & 1;
+			unsigned p = fz_u8(z) & 1;
 
 			wr(PX(p, P_IS), 0xffffffff);
 			wr(PX(p, P_SERR), 0xffffffff);
@@ -222,5 +214,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 	}
-	return 0;
 }

@@ -35,23 +35,17 @@ static void count_reset(void *arg)
 
 static const struct atkbdc_ops ops = {count_irq, count_reset};
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+FUZZ_TARGET(fuzz_no_setup)
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void fuzz_one(struct fz *z)
 {
-	static bool ready;
-	struct fz z = {data, size};
 	struct atkbdc *k;
 
-	if (!ready) {
-		fuzz_quiet();
-		ready = true;
-	}
 	k = atkbdc_create(&ops, NULL);
 	if (k == NULL)
 		abort();
-	for (unsigned n = 0; n < FUZZ_MAX_OPS && fz_more(&z); n++) {
-		uint8_t op = fz_u8(&z);
+	FUZZ_EACH_OP (z) {
+		uint8_t op = fz_u8(z);
 		uint16_t port = (op & 4) ? ATKBDC_CMD_PORT : ATKBDC_DATA_PORT;
 
 		switch (op & 3) {
@@ -59,14 +53,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			(void)atkbdc_read(k, port);
 			break;
 		case 1:
-			atkbdc_write(k, port, fz_u8(&z));
+			atkbdc_write(k, port, fz_u8(z));
 			break;
 		case 2:
-			atkbdc_key(k, op & 8, (uint16_t)(fz_u8(&z) | ((op & 0x10) ? 0x100 : 0)));
+			atkbdc_key(k, op & 8, (uint16_t)(fz_u8(z) | ((op & 0x10) ? 0x100 : 0)));
 			break;
 		case 3: {
-			uint8_t buttons = fz_u8(&z);
-			uint16_t x = fz_u16(&z), y = fz_u16(&z);
+			uint8_t buttons = fz_u8(z);
+			uint16_t x = fz_u16(z), y = fz_u16(z);
 
 			atkbdc_pointer(k, buttons, x, y, 1024, 768);
 			break;
@@ -74,5 +68,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	atkbdc_free(k);
-	return 0;
 }

@@ -11,7 +11,8 @@
  *                   2*index (bit 7 of the opcode clear: read it), and the
  *                   same through ports 0x1CE/0x1CF (claimed only with a VGA)
  *   2 BAR0 access   u32 offset (mod 16 MiB), u8 size (1 << n%4), u64 value
- *   3 refresh       (bit 7 set: move BAR0 first, u8 selects the address)
+ *   3 refresh       (bit 7 set: move BAR0 first, u8 selects the address);
+ *                   at most 2 an input: each converts a whole frame
  *
  * Each input starts from DISPI disabled, registers zeroed, index 0.
  * No KVM (vm_fd -1): BAR0 is served through the BAR handler.
@@ -34,7 +35,6 @@ static void setup_once(void)
 {
 	char err[256] = "";
 
-	fuzz_quiet();
 	if (machine_init_detached(&m, "fuzz", NULL, 0, 0) < 0)
 		abort();
 	config_reset();
@@ -97,21 +97,16 @@ static void move_bar0(uint8_t sel)
 	pci_cfg_write(0, SLOT, 0, PCIR_COMMAND, 2, PCIM_CMD_MEM | PCIM_CMD_IO);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+FUZZ_TARGET(setup_once)
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void fuzz_one(struct fz *z)
 {
-	static bool ready;
-	struct fz z = {data, size};
+	unsigned refreshes = 0;
 
-	if (!ready) {
-		setup_once();
-		ready = true;
-	}
 	move_bar0(0);
 	dispi_reset();
-	for (unsigned n = 0; n < FUZZ_MAX_OPS && fz_more(&z); n++) {
-		uint8_t op = fz_u8(&z);
+	FUZZ_EACH_OP (z) {
+		uint8_t op = fz_u8(z);
 		bool wr = op & 0x80;
 		uint32_t off;
 		unsigned sz, idx;
@@ -119,28 +114,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		switch (op & 3) {
 		case 0:
-			off = fz_u16(&z) % FBUF_MMIO_SIZE;
-			sz = 1u << (fz_u8(&z) % 4);
-			bus_access(&m.mmio, f->bar[2].addr + off, sz, wr, fz_u64(&z));
+			off = fz_u16(z) % FBUF_MMIO_SIZE;
+			sz = 1u << (fz_u8(z) % 4);
+			bus_access(&m.mmio, f->bar[2].addr + off, sz, wr, fz_u64(z));
 			break;
 		case 1:
-			idx = fz_u8(&z);
-			v16 = fz_u16(&z);
+			idx = fz_u8(z);
+			v16 = fz_u16(z);
 			bus_access(&m.mmio, f->bar[2].addr + 0x500 + 2 * (idx % 16), 2, wr, v16);
 			bus_access(&m.pio, 0x1ce, 2, true, idx);
 			bus_access(&m.pio, 0x1cf, 2, wr, v16);
 			break;
 		case 2:
-			off = fz_u32(&z) % FBUF_VRAM_SIZE;
-			sz = 1u << (fz_u8(&z) % 4);
-			bus_access(&m.mmio, f->bar[0].addr + off, sz, wr, fz_u64(&z));
+			off = fz_u32(z) % FBUF_VRAM_SIZE;
+			sz = 1u << (fz_u8(z) % 4);
+			bus_access(&m.mmio, f->bar[0].addr + off, sz, wr, fz_u64(z));
 			break;
 		default:
 			if (wr)
-				move_bar0(fz_u8(&z));
-			refresh_and_check();
+				move_bar0(fz_u8(z));
+			if (refreshes++ < 2)
+				refresh_and_check();
 			break;
 		}
 	}
-	return 0;
 }

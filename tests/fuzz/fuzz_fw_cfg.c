@@ -33,7 +33,6 @@ static uint8_t blob[70000];
 
 static void setup_once(void)
 {
-	fuzz_quiet();
 	ram = calloc(1, RAM_SIZE);
 	rom = calloc(1, ROM_SIZE);
 	if (ram == NULL || rom == NULL || gmem_add_region(&gm, 0, RAM_SIZE, ram, false) < 0 ||
@@ -92,45 +91,39 @@ static void dma(struct fw_cfg *fw, struct fz *z, bool fix)
 	fw_cfg_access(fw, FW_CFG_OFF_DMA_LO, 4, true, &lo);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+FUZZ_TARGET(setup_once)
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void fuzz_one(struct fz *z)
 {
-	static bool ready;
-	struct fz z = {data, size};
 	struct fw_cfg *fw;
 
-	if (!ready) {
-		setup_once();
-		ready = true;
-	}
 	memset(ram, 0, RAM_SIZE);
 	fw = make_device();
-	for (unsigned n = 0; n < FUZZ_MAX_OPS && fz_more(&z); n++) {
-		uint8_t op = fz_u8(&z);
+	FUZZ_EACH_OP (z) {
+		uint8_t op = fz_u8(z);
 
 		switch (op & 3) {
 		case 0:
-			fz_ram_write(&z, ram, RAM_SIZE, 2);
+			fz_ram_write(z, ram, RAM_SIZE, 2);
 			break;
 		case 1: {
-			uint8_t a = fz_u8(&z);
+			uint8_t a = fz_u8(z);
 			unsigned sz = 1u << ((a >> 4) % 3);
 			bool is_write = a & 0x80;
 			/* The port bus hands devices values no wider than the access. */
 			uint64_t v =
-			    is_write ? fz_u32(&z) & (sz == 4 ? 0xffffffffu : (1u << (8 * sz)) - 1)
+			    is_write ? fz_u32(z) & (sz == 4 ? 0xffffffffu : (1u << (8 * sz)) - 1)
 			             : 0;
 
 			fw_cfg_access(fw, (a & 0xf) % FW_CFG_PORT_COUNT, sz, is_write, &v);
 			break;
 		}
 		case 2:
-			dma(fw, &z, op & 0x40);
+			dma(fw, z, op & 0x40);
 			break;
 		case 3: {
-			uint64_t v = fz_u16(&z);
-			unsigned count = fz_u8(&z);
+			uint64_t v = fz_u16(z);
+			unsigned count = fz_u8(z);
 
 			fw_cfg_access(fw, FW_CFG_OFF_SEL, 2, true, &v);
 			for (unsigned i = 0; i < count; i++)
@@ -140,5 +133,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	fw_cfg_free(fw);
-	return 0;
 }

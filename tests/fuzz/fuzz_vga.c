@@ -14,7 +14,7 @@
  *   4 memory read  u32 offset, u8 size (1 << n%4)
  *   5 memory write u32 offset, u8 size (1 << n%4), u64 value
  *   6 render       u8: 0 full buffer, else a cap of n*n*64 pixels (at most
- *                  8 renders per input: each costs milliseconds under ASan)
+ *                  4 renders per input: each costs milliseconds under ASan)
  *   7 blink        u8 phase (n%3 - 1)
  * Each input starts from a fresh VGA in mode 3; a full render ends it.
  */
@@ -32,7 +32,6 @@ static uint32_t *buf;
 
 static void setup_once(void)
 {
-	fuzz_quiet();
 	buf = malloc(BUF_PIXELS * sizeof(*buf));
 	if (buf == NULL || machine_init_detached(&m, "fuzz", NULL, 0, 0) < 0)
 		abort();
@@ -86,68 +85,61 @@ static void fill(struct fz *z)
 	}
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+FUZZ_TARGET(setup_once)
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void fuzz_one(struct fz *z)
 {
-	static bool ready;
-	struct fz z = {data, size};
 	char err[256];
 	struct vga *v;
 	unsigned renders = 0;
 
-	if (!ready) {
-		setup_once();
-		ready = true;
-	}
 	v = vga_create(&m, true, err, sizeof(err));
 	if (v == NULL)
 		abort();
-	for (unsigned op = 0; op < FUZZ_MAX_OPS && fz_more(&z); op++) {
-		uint8_t code = fz_u8(&z);
+	for (unsigned op = 0; op < FUZZ_MAX_OPS && fz_more(z); op++) {
+		uint8_t code = fz_u8(z);
 		uint64_t val;
 		uint32_t off;
 		unsigned sz;
 
 		switch (code & 7) {
 		case 0:
-			off = fz_u8(&z) % 0x30u;
-			sz = 1 + fz_u8(&z) % 2u;
-			port((uint16_t)(0x3b0 + off), sz, true, fz_u16(&z));
+			off = fz_u8(z) % 0x30u;
+			sz = 1 + fz_u8(z) % 2u;
+			port((uint16_t)(0x3b0 + off), sz, true, fz_u16(z));
 			break;
 		case 1:
-			off = fz_u8(&z) % 0x30u;
-			port((uint16_t)(0x3b0 + off), 1 + fz_u8(&z) % 2u, false, 0);
+			off = fz_u8(z) % 0x30u;
+			port((uint16_t)(0x3b0 + off), 1 + fz_u8(z) % 2u, false, 0);
 			break;
 		case 2:
-			reg(&z);
+			reg(z);
 			break;
 		case 3:
-			fill(&z);
+			fill(z);
 			break;
 		case 4:
-			off = fz_u32(&z) % 0x20000u;
+			off = fz_u32(z) % 0x20000u;
 			val = 0;
-			(void)iobus_access(&m.mmio, 0xa0000u + off, 1u << (fz_u8(&z) % 4), false,
+			(void)iobus_access(&m.mmio, 0xa0000u + off, 1u << (fz_u8(z) % 4), false,
 			                   &val);
 			break;
 		case 5:
-			off = fz_u32(&z) % 0x20000u;
-			sz = 1u << (fz_u8(&z) % 4);
-			val = fz_u64(&z);
+			off = fz_u32(z) % 0x20000u;
+			sz = 1u << (fz_u8(z) % 4);
+			val = fz_u64(z);
 			(void)iobus_access(&m.mmio, 0xa0000u + off, sz, true, &val);
 			break;
 		case 6:
-			sz = fz_u8(&z);
-			if (renders++ < 8)
+			sz = fz_u8(z);
+			if (renders++ < 4)
 				render(v, (size_t)sz * sz * 64);
 			break;
 		default:
-			vga_set_blink_phase(v, (int)(fz_u8(&z) % 3) - 1);
+			vga_set_blink_phase(v, (int)(fz_u8(z) % 3) - 1);
 			break;
 		}
 	}
 	render(v, 0);
 	vga_destroy(v);
-	return 0;
 }

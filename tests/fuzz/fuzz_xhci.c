@@ -72,7 +72,6 @@ static void setup_once(void)
 {
 	char err[256] = "";
 
-	fuzz_quiet();
 	ram = aligned_alloc(4096, RAM_SIZE);
 	if (ram == NULL || machine_init_detached(&m, "fuzz", ram, RAM_GPA, RAM_SIZE) < 0)
 		abort();
@@ -159,58 +158,50 @@ static void consume_events(void)
 	reg(IR0 + 0x18, 8, true, (EVRING + 16ull * ev_idx) | 8);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+FUZZ_TARGET(setup_once)
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void fuzz_one(struct fz *z)
 {
-	static bool ready;
-	struct fz z = {data, size};
-
-	if (!ready) {
-		setup_once();
-		ready = true;
-	}
 	reset_all();
-	for (unsigned n = 0; n < FUZZ_MAX_OPS && fz_more(&z); n++) {
-		uint8_t op = fz_u8(&z);
+	FUZZ_EACH_OP (z) {
+		uint8_t op = fz_u8(z);
 		uint64_t off, val;
 		unsigned sz;
 
 		switch (op & 7) {
 		case 0:
-			fz_ram_write(&z, ram, RAM_SIZE, 4);
+			fz_ram_write(z, ram, RAM_SIZE, 4);
 			break;
 		case 1:
-			off = fz_u16(&z) % 0x4000;
-			sz = fz_u8(&z) & 1 ? 8 : 4;
-			val = fz_u64(&z);
+			off = fz_u16(z) % 0x4000;
+			sz = fz_u8(z) & 1 ? 8 : 4;
+			val = fz_u64(z);
 			reg(off & ~3ull, sz, true, val);
 			break;
 		case 2:
-			off = fz_u16(&z) % 0x4000;
-			reg(off, 1u << (fz_u8(&z) & 3), false, 0);
+			off = fz_u16(z) % 0x4000;
+			reg(off, 1u << (fz_u8(z) & 3), false, 0);
 			break;
 		case 3:
-			command(&z);
+			command(z);
 			break;
 		case 4:
-			transfer(&z);
+			transfer(z);
 			break;
 		case 5: {
-			uint8_t b = fz_u8(&z);
-			uint16_t x = fz_u16(&z), y = fz_u16(&z);
+			uint8_t b = fz_u8(z);
+			uint16_t x = fz_u16(z), y = fz_u16(z);
 
 			console_ptr_event(b, x, y, 1024, 768);
 			break;
 		}
 		case 6:
-			off = fz_u8(&z) % 10;
-			reg(DB(off), 4, true, fz_u32(&z));
+			off = fz_u8(z) % 10;
+			reg(DB(off), 4, true, fz_u32(z));
 			break;
 		default:
 			consume_events();
 			break;
 		}
 	}
-	return 0;
 }

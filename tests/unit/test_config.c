@@ -315,6 +315,30 @@ static void test_expansion_recursion_limit(void **state)
  * config_get("v8") returns the truncated "" instead of "end".  Fix: do not
  * cache expansions that hit the depth limit (or cache only at depth 0).
  */
+/* Eight levels of forty references each: bounded work, not 40^8 copies
+ * (found by tests/fuzz/fuzz_config). */
+static void test_expansion_fan_out_bounded(void **state)
+{
+	char name[16], next[16], value[512];
+
+	(void)state;
+	for (int i = 0; i < 9; i++) {
+		size_t used = 0;
+
+		snprintf(name, sizeof(name), "v%d", i);
+		snprintf(next, sizeof(next), "v%d", i + 1);
+		for (int r = 0; r < 40; r++)
+			used +=
+			    (size_t)snprintf(value + used, sizeof(value) - used, "%%(%s)", next);
+		assert_int_equal(config_set(name, value), 0);
+	}
+	assert_int_equal(config_set("v9", "xxxxxxxx"), 0);
+	assert_null(config_get("v0"));
+	/* A fan-out that fits expands in full. */
+	assert_int_equal(config_set("w", "%(v8)%(v8)"), 0);
+	assert_int_equal(strlen(config_get("w")), 2 * 40 * 8);
+}
+
 static void test_expansion_depth_not_cached(void **state)
 {
 	char key[16], val[16];
@@ -790,6 +814,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_expansion, reset_tree),
 	    cmocka_unit_test_setup(test_expansion_long_reference, reset_tree),
 	    cmocka_unit_test_setup(test_expansion_recursion_limit, reset_tree),
+	    cmocka_unit_test_setup(test_expansion_fan_out_bounded, reset_tree),
 	    cmocka_unit_test_setup(test_expansion_depth_not_cached, reset_tree),
 	    cmocka_unit_test_setup(test_expanded_pointer_stays_valid, reset_tree),
 	    cmocka_unit_test_setup(test_bool, reset_tree),

@@ -74,6 +74,31 @@ static void test_probe(void **state)
 	assert_int_equal(pvh_probe(img, len, &entry, err, sizeof(err)), -1);
 }
 
+/* Program headers and the note at odd offsets are read, not dereferenced
+ * misaligned (UBSan found it through tests/fuzz/fuzz_kernel). */
+static void test_probe_unaligned(void **state)
+{
+	static uint8_t odd[IMG_SIZE + 16];
+	Elf64_Ehdr eh;
+	char err[200] = "";
+	uint32_t entry = 0;
+	size_t len = build_elf(true);
+	Elf64_Phdr ph[2];
+
+	(void)state;
+	memcpy(&eh, img, sizeof(eh));
+	memcpy(ph, img + eh.e_phoff, sizeof(ph));
+	eh.e_phoff = 0x101;
+	ph[1].p_offset = 0x203;
+	memset(odd, 0, sizeof(odd));
+	memcpy(odd, &eh, sizeof(eh));
+	memcpy(odd + 0x101, ph, sizeof(ph));
+	memcpy(odd + 0x203, img + 0x200, 20);
+	memcpy(odd + 0x300, img + 0x300, 16);
+	assert_int_equal(pvh_probe(odd, len, &entry, err, sizeof(err)), 1);
+	assert_int_equal(entry, 0x100004);
+}
+
 static void test_load(void **state)
 {
 	struct guest_mem gm;
@@ -113,6 +138,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_probe),
+	    cmocka_unit_test(test_probe_unaligned),
 	    cmocka_unit_test(test_load),
 	};
 
