@@ -174,10 +174,9 @@ void vcpu_kick(struct vcpu *v)
 
 int vcpu_block_kick(struct vcpu *v)
 {
-	struct {
-		struct kvm_signal_mask hdr;
-		uint8_t set[8]; /* the kernel's sigset_t: 64 signals */
-	} km;
+	/* struct kvm_signal_mask and the kernel's sigset_t (64 signals) */
+	uint32_t buf[(sizeof(struct kvm_signal_mask) + 8 + 3) / 4];
+	struct kvm_signal_mask *km = (struct kvm_signal_mask *)buf;
 	sigset_t kick, inside;
 
 	sigemptyset(&kick);
@@ -185,9 +184,9 @@ int vcpu_block_kick(struct vcpu *v)
 	if (pthread_sigmask(SIG_BLOCK, &kick, &inside) != 0)
 		return -1;
 	sigdelset(&inside, SIG_VCPU_KICK);
-	km.hdr.len = sizeof(km.set);
-	memcpy(km.set, &inside, sizeof(km.set));
-	return ioctl(v->fd, KVM_SET_SIGNAL_MASK, &km);
+	km->len = 8;
+	memcpy(km->sigset, &inside, 8);
+	return ioctl(v->fd, KVM_SET_SIGNAL_MASK, km);
 }
 
 void vcpu_mark_kickable(struct vcpu *v)
