@@ -12,7 +12,8 @@
  *   durable-rec acks TAG               (on level 1)
  *       Reads a console log on stdin and prints the numbers of the whole,
  *       valid "DUR-ACK TAG" lines, one a line; "N garbled DUR-ACK lines"
- *       (of any tag) on stderr if some were not.
+ *       (of any tag, not counting a last line the kill cut short) on
+ *       stderr if some were not: a console that loses bytes.
  *   durable-rec check IMG TAG          (on level 1, after khyve was killed)
  *       Reads acknowledged numbers, one a line, on stdin and checks that
  *       record N sits intact at byte N*512 of the image IMG.  Prints
@@ -120,16 +121,20 @@ static int do_acks(const char *tag)
 	unsigned long long seq, garbled = 0;
 
 	while (fgets(line, sizeof(line), stdin)) {
+		/* The kill may cut the last line short: that one is no garble. */
+		bool whole = strchr(line, '\n') != NULL;
+
 		line[strcspn(line, "\r\n")] = '\0';
 		if (strstr(line, "DUR-ACK") == NULL)
 			continue;
 		if (!valid_ack(line, t, &seq))
-			garbled++;
+			garbled += whole;
 		else if (strcmp(t, tag) == 0)
 			printf("%llu\n", seq);
 	}
 	if (garbled)
-		fprintf(stderr, "%llu garbled DUR-ACK lines\n", garbled);
+		fprintf(stderr, "(%llu garbled DUR-ACK lines on the console, not counted)\n",
+		        garbled);
 	return 0;
 }
 
