@@ -489,8 +489,13 @@ static pid_t spawn_khyve(struct supervisor *s, const struct argv *a)
 	int pfd[2], rfd[2], e = 0;
 	pid_t pid;
 
-	if (pipe2(pfd, O_CLOEXEC) < 0 || pipe2(rfd, O_CLOEXEC) < 0) {
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		fatal(s, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	if (pipe2(rfd, O_CLOEXEC) < 0) {
+		fatal(s, "pipe: %s", strerror(errno));
+		close_pair(pfd);
 		return -1;
 	}
 	/* Blocked until khyve_pid is set, so no request falls between. */
