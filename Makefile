@@ -67,7 +67,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke fuzz-long
+.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests soak-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke fuzz-long
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -296,6 +296,11 @@ vm-tests: $(BUILD)/bin/vm $(BUILD)/san/bin/vm
 	@tests/vm/run $(BUILD)
 	@tests/vm/run $(BUILD)/san
 
+# SOAK_CYCLES (default 1000) vm start/stop cycles of a tiny guest on this
+# host's KVM: nothing may grow or stay behind (tests/vm/soak).
+soak-tests: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/guests/pwrbtn.rom $(BUILD)/guests/hello.rom
+	@tests/vm/soak $(BUILD)
+
 # The VNC test client, where its source is in (tests/vnc/vncshot.c).
 VNCSHOT_BIN := $(if $(wildcard tests/vnc/vncshot.c),$(BUILD)/tests/vncshot)
 
@@ -316,6 +321,7 @@ lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 	@tests/lab/net
 	@tests/lab/firmware
 	@tests/lab/nvme
+	@tests/lab/durable
 	@tests/lab/vm-grub
 	@tests/lab/vm-newcomer
 	@tests/lab/uefi
@@ -331,6 +337,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory vm-tests
 	@$(MAKE) --no-print-directory guest-tests
 	@$(MAKE) --no-print-directory cli-tests
+	@$(MAKE) --no-print-directory soak-tests
 	@$(MAKE) --no-print-directory term-tests
 	@$(MAKE) --no-print-directory graphics-tests
 	@$(MAKE) --no-print-directory lab-tests

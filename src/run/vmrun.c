@@ -32,6 +32,30 @@
 
 #define ERRLEN 512
 
+/*
+ * Tell whoever started khyve that the guest runs: `vm`'s supervisor
+ * (src/vm/supervisor.c) passes the write end of a pipe as KHYVE_READY_FD
+ * and, once a byte arrives, stops waiting for an early failure to report.
+ * The supervisor holds the read end for as long as khyve lives.
+ */
+static void notify_ready(void)
+{
+	const char *v = getenv("KHYVE_READY_FD");
+	char *end;
+	long fd;
+
+	if (v == NULL)
+		return;
+	errno = 0;
+	fd = strtol(v, &end, 10);
+	if (errno == 0 && end != v && *end == '\0' && fd > STDERR_FILENO && fd < 65536) {
+		if (write((int)fd, "R", 1) < 0)
+			log_warn("KHYVE_READY_FD=%ld: %s", fd, strerror(errno));
+		close((int)fd);
+	}
+	unsetenv("KHYVE_READY_FD");
+}
+
 static void on_exit_request(int fd, uint32_t events, void *arg)
 {
 	struct machine *m = arg;
@@ -235,6 +259,8 @@ int vmrun(uint64_t start_ns)
 	if (vcpu_threads_start(&m) < 0) {
 		log_err("cannot start vCPU threads");
 		machine_request_exit(&m, KHYVE_EXIT_ERROR);
+	} else {
+		notify_ready();
 	}
 	if (mevent_loop_run(m.loop) < 0)
 		machine_request_exit(&m, KHYVE_EXIT_ERROR);

@@ -292,6 +292,10 @@ exec_detached(const struct vm_sys *sys, const struct vm_guest *g, const char *is
 	if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
 	    fcntl(ready_fd, F_SETFD, 0) < 0)
 		_exit(1);
+	/* Nothing else of the caller's (a pipe of a shell's $(...), a
+	 * terminal) may stay open in the supervisor and in khyve. */
+	close_range(3, (unsigned)ready_fd - 1, 0);
+	close_range((unsigned)ready_fd + 1, ~0u, 0);
 	if (supervisor_argv(sys, g, iso, false, ready_fd, &a) == 0)
 		execv(a.v[0], a.v);
 	fprintf(stderr, "vm: cannot run %s _run: %s\n", sys->self, strerror(errno));

@@ -13,6 +13,7 @@
 
 #define DEAF_LINE      "power button pressed, but the guest is not listening"
 #define STEP_MS        100
+#define FIRST_STEP_MS  10    /* most guests stop within a second: look often then */
 #define PLAIN_EVERY_MS 10000 /* without a terminal: one line every 10 s */
 
 bool vm_still_running(const struct vm_sys *sys, const char *name)
@@ -115,9 +116,10 @@ static void show_countdown(bool tty, size_t left, long ms_left)
 	fflush(stdout);
 }
 
-static void sleep_step(void)
+static void sleep_step(long waited_ms)
 {
-	struct timespec t = {0, STEP_MS * 1000L * 1000L};
+	long ms = waited_ms < 1000 ? FIRST_STEP_MS : STEP_MS;
+	struct timespec t = {0, ms * 1000L * 1000L};
 
 	nanosleep(&t, NULL);
 }
@@ -150,7 +152,7 @@ int vm_stop_wait(const struct vm_sys *sys, struct vm_stop_watch *w, size_t n, in
 			show_countdown(tty, left, limit - waited);
 			next_show += tty ? 1000 : PLAIN_EVERY_MS;
 		}
-		sleep_step();
+		sleep_step(waited);
 	}
 	clear_countdown();
 	fflush(stdout);

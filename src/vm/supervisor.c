@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -61,7 +62,8 @@ struct supervisor {
 	time_t faults[FAULT_MAX + 1];
 	size_t nfaults;
 	time_t started;
-	off_t log_mark; /* size of the log when khyve last started */
+	off_t log_mark;  /* size of the log when khyve last started */
+	int khyve_ready; /* read end of KHYVE_READY_FD's pipe while khyve runs, or -1 */
 	unsigned long long start_ticks;
 };
 
@@ -457,8 +459,9 @@ fail:
 
 /* In the child: become khyve, keeping the lock so the guest stays locked. */
 static void __attribute__((noreturn))
-exec_khyve(const struct supervisor *s, const struct argv *a, int errfd)
+exec_khyve(const struct supervisor *s, const struct argv *a, int errfd, int readyfd)
 {
+	char num[16];
 	int e;
 
 	signal(SIGHUP, SIG_DFL);
@@ -469,6 +472,10 @@ exec_khyve(const struct supervisor *s, const struct argv *a, int errfd)
 		fprintf(stderr, "vm: warning: priority %d: %s\n", s->nice, strerror(errno));
 	if (vm_cgroup_join(&s->cgroup) < 0)
 		fprintf(stderr, "vm: warning: cgroup %s: %s\n", s->cgroup.path, strerror(errno));
+	/* khyve writes a byte there once its vCPUs run (src/run/vmrun.c). */
+	snprintf(num, sizeof(num), "%d", readyfd);
+	if (readyfd >= 0 && fcntl(readyfd, F_SETFD, 0) == 0)
+		setenv("KHYVE_READY_FD", num, 1);
 	if (fcntl(s->lock_fd, F_SETFD, 0) == 0)
 		execvp(a->v[0], a->v);
 	e = errno;
@@ -478,14 +485,29 @@ exec_khyve(const struct supervisor *s, const struct argv *a, int errfd)
 	_exit(127);
 }
 
-/* Fork and exec khyve; its pid, 0 when a stop came first, or -1 (logged). */
+static void close_pair(int fd[2])
+{
+	close(fd[0]);
+	close(fd[1]);
+}
+
+/*
+ * Fork and exec khyve; its pid, 0 when a stop came first, or -1 (logged).
+ * s->khyve_ready gets the read end of the pipe khyve reports on once its
+ * guest runs (KHYVE_READY_FD).
+ */
 static pid_t spawn_khyve(struct supervisor *s, const struct argv *a)
 {
-	int pfd[2], e = 0;
+	int pfd[2], rfd[2], e = 0;
 	pid_t pid;
 
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		fatal(s, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	if (pipe2(rfd, O_CLOEXEC) < 0) {
+		fatal(s, "pipe: %s", strerror(errno));
+		close_pair(pfd);
 		return -1;
 	}
 	/* Blocked until khyve_pid is set, so no request falls between. */
@@ -493,21 +515,24 @@ static pid_t spawn_khyve(struct supervisor *s, const struct argv *a)
 	if (stop_wanted) {
 		/* Asked to stop while the taps or the GRUB image were made. */
 		block_requests(SIG_UNBLOCK);
-		close(pfd[0]);
-		close(pfd[1]);
+		close_pair(pfd);
+		close_pair(rfd);
 		return 0;
 	}
 	pid = fork();
 	if (pid == 0) {
 		close(pfd[0]);
-		exec_khyve(s, a, pfd[1]);
+		close(rfd[0]);
+		exec_khyve(s, a, pfd[1], rfd[1]);
 	}
 	close(pfd[1]);
+	close(rfd[1]);
 	if (pid > 0)
 		khyve_pid = pid;
 	block_requests(SIG_UNBLOCK);
 	if (pid < 0) {
 		close(pfd[0]);
+		close(rfd[0]);
 		fatal(s, "fork: %s", strerror(errno));
 		return -1;
 	}
@@ -516,11 +541,13 @@ static pid_t spawn_khyve(struct supervisor *s, const struct argv *a)
 		;
 	close(pfd[0]);
 	if (n == (ssize_t)sizeof(e)) {
+		close(rfd[0]);
 		waitpid(pid, NULL, 0);
 		khyve_pid = 0;
 		fatal(s, "cannot run %s: %s", a->v[0], strerror(e));
 		return -1;
 	}
+	s->khyve_ready = rfd[0];
 	return pid;
 }
 
@@ -539,6 +566,36 @@ static int wait_khyve(pid_t pid, int *status, long grace_ms)
 			if (waited >= grace_ms)
 				return 0;
 			nanosleep(&step, NULL);
+		}
+	}
+}
+
+/*
+ * The start-up grace: wait up to grace_ms for khyve to end (1, with
+ * *status) or to report on s->khyve_ready that its guest runs (0); -1 when
+ * the child is lost.  A khyve that never reports is waited for the whole
+ * grace, as before KHYVE_READY_FD.
+ */
+static int wait_start(struct supervisor *s, pid_t pid, int *status, long grace_ms)
+{
+	int fd = s->khyve_ready;
+
+	for (long left = grace_ms;; left -= 10) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		pid_t r = waitpid(pid, status, WNOHANG);
+		char c;
+
+		if (r == pid)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (left <= 0)
+			return 0;
+		/* A negative fd only sleeps: poll(2) ignores it. */
+		if (poll(&p, 1, 10) == 1) {
+			if (read(fd, &c, 1) == 1)
+				return 0;
+			fd = -1; /* closed unreported: khyve is ending, or does not report */
 		}
 	}
 }
@@ -592,13 +649,15 @@ static int run_once(struct supervisor *s)
 	int ended = 0;
 	/* A khyve that fails at once is worth telling `vm start` about. */
 	if (s->pending && s->ready_fd >= 0)
-		ended = wait_khyve(pid, &status, START_GRACE_MS);
+		ended = wait_start(s, pid, &status, START_GRACE_MS);
 	if (ended == 0) {
 		report(s, NULL);
 		ended = wait_khyve(pid, &status, -1);
 	}
 	if (ended < 0)
 		status = 4 << 8; /* lost our own child (cannot happen): an error */
+	close(s->khyve_ready);
+	s->khyve_ready = -1;
 	khyve_pid = 0;
 	memset(&s->vnc, 0, sizeof(s->vnc));
 	write_state(s, 0, 0);
@@ -772,6 +831,7 @@ static int setup(struct supervisor *s, struct vm_sys *sys, const char *name,
 	s->o = o;
 	s->iso = o->iso;
 	s->lock_fd = -1;
+	s->khyve_ready = -1;
 	s->pending = true;
 	s->ready_fd = o->ready_fd;
 	/* Neither khyve nor the helpers may keep `vm start` waiting. */
