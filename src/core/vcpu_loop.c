@@ -10,6 +10,7 @@
 #include "core/machine.h"
 #include "lib/hostkvm.h"
 #include "lib/log.h"
+#include "lib/sandbox.h"
 #include "vmm/vcpu.h"
 
 static struct ratelimit unhandled_rl = RATELIMIT_INIT;
@@ -157,6 +158,7 @@ static void *vcpu_thread(void *arg)
 
 	snprintf(name, sizeof(name), "vcpu %u", v->index);
 	pthread_setname_np(pthread_self(), name);
+	sandbox_thread_enter(SANDBOX_VCPU);
 	machine_wait_start(m);
 	while (!__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST)) {
 		if (vcpu_run(v) == 0) {

@@ -26,6 +26,7 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/parse.h"
+#include "lib/sandbox.h"
 #include "vmm/topology.h"
 #include "vmm/vcpu.h"
 
@@ -220,14 +221,21 @@ int vmrun(uint64_t start_ns)
 
 	m.exit_fd = -1;
 	m.start_ns = start_ns;
-	if (vcpu_kick_init() < 0 || build_machine(&m, err, sizeof(err)) < 0) {
+	if (vcpu_kick_init() < 0 || sandbox_setup(err, sizeof(err)) < 0 ||
+	    build_machine(&m, err, sizeof(err)) < 0) {
 		log_err("%s", err[0] ? err : "cannot create the VM");
 		return KHYVE_EXIT_ERROR;
 	}
+	/* Filters go on after every host resource is open (and privileges are
+	 * dropped); the vCPUs wait until the main thread has its own. */
+	sandbox_arm();
+	machine_hold_start(&m);
 	if (vcpu_threads_start(&m) < 0) {
 		log_err("cannot start vCPU threads");
 		machine_request_exit(&m, KHYVE_EXIT_ERROR);
 	}
+	sandbox_thread_enter(SANDBOX_MAIN);
+	machine_release_start(&m);
 	if (mevent_loop_run(m.loop) < 0)
 		machine_request_exit(&m, KHYVE_EXIT_ERROR);
 	vcpu_threads_join(&m);
