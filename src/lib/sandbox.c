@@ -33,6 +33,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <termios.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <linux/fs.h>
@@ -88,15 +89,34 @@ static const int uring_calls[] = {SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_re
                                   SCMP_SYS(io_uring_enter), SCMP_SYS(eventfd2), END};
 
 static const int main_calls[] = {
-    SCMP_SYS(epoll_wait),   SCMP_SYS(epoll_pwait),    SCMP_SYS(epoll_ctl),
-    SCMP_SYS(poll),         SCMP_SYS(ppoll),          SCMP_SYS(accept4),
-    SCMP_SYS(accept),       SCMP_SYS(fcntl),          SCMP_SYS(recvfrom),
-    SCMP_SYS(sendto),       SCMP_SYS(shutdown),       SCMP_SYS(setsockopt),
-    SCMP_SYS(writev),       SCMP_SYS(readv),          SCMP_SYS(unlink),
-    SCMP_SYS(unlinkat),     SCMP_SYS(tgkill),         SCMP_SYS(exit_group),
-    SCMP_SYS(msync),        SCMP_SYS(fsync),          SCMP_SYS(timerfd_settime),
-    SCMP_SYS(newfstatat),   SCMP_SYS(fstat),          SCMP_SYS(lseek),
-    SCMP_SYS(rt_sigaction), SCMP_SYS(io_uring_enter), END};
+    SCMP_SYS(epoll_wait),
+    SCMP_SYS(epoll_pwait),
+    SCMP_SYS(epoll_ctl),
+    SCMP_SYS(poll),
+    SCMP_SYS(ppoll),
+    SCMP_SYS(accept4),
+    SCMP_SYS(accept),
+    SCMP_SYS(fcntl),
+    SCMP_SYS(recvfrom),
+    SCMP_SYS(sendto),
+    SCMP_SYS(shutdown),
+    SCMP_SYS(setsockopt),
+    SCMP_SYS(writev),
+    SCMP_SYS(readv),
+    SCMP_SYS(unlink),
+    SCMP_SYS(unlinkat),
+    SCMP_SYS(tgkill),
+    SCMP_SYS(exit_group),
+    SCMP_SYS(msync),
+    SCMP_SYS(fsync),
+    SCMP_SYS(timerfd_settime),
+    SCMP_SYS(newfstatat),
+    SCMP_SYS(fstat),
+    SCMP_SYS(lseek),
+    SCMP_SYS(rt_sigaction),
+    SCMP_SYS(io_uring_enter),
+    SCMP_SYS(readlink), /* the pty link's owner check at exit (chardev.c) */
+    END};
 
 static const int vcpu_calls[] = {SCMP_SYS(tgkill),          SCMP_SYS(poll),
                                  SCMP_SYS(ppoll),           SCMP_SYS(timerfd_create),
@@ -193,7 +213,9 @@ static const unsigned long tty_ioctls[] = {TCGETS,     TCSETS,   TCSETSW, TCSETS
 /* A virtio-net device's offloads follow the guest's features (DRIVER_OK). */
 static const unsigned long tap_ioctls[] = {TUNSETOFFLOAD, 0};
 
-static const unsigned long vnc_ioctls[] = {KVM_GET_DIRTY_LOG, FIONREAD, FIONBIO, 0};
+/* Input from VNC clients raises the PS/2 IRQ or the xHCI's MSI. */
+static const unsigned long vnc_ioctls[] = {KVM_GET_DIRTY_LOG, KVM_IRQ_LINE, KVM_SIGNAL_MSI,
+                                           FIONREAD,          FIONBIO,      0};
 
 enum role_flags {
 	MAY_START_THREADS = 1 << 0, /* clone (threads only) and what a new thread does */
@@ -425,6 +447,14 @@ static void on_sigsys(int sig, siginfo_t *si, void *ucv)
 	           nr >= 0 && nr < MAX_NR && call_names[nr][0] ? call_names[nr] : "?");
 	n = append(line, n, sizeof(line), " (");
 	n = append(line, n, sizeof(line), num + k);
+	if (nr == SCMP_SYS(ioctl)) {
+		char hex[24] = " request 0x";
+		unsigned long req = (unsigned long)uc->uc_mcontext.gregs[REG_RSI];
+
+		for (int i = 0; i < 8; i++)
+			hex[11 + i] = "0123456789abcdef"[(req >> (28 - 4 * i)) & 0xf];
+		n = append(line, n, sizeof(line), hex);
+	}
 	n = append(line, n, sizeof(line), stderr_tty ? ")\r\n" : ")\n");
 	if (write(STDERR_FILENO, line, n) < 0) {
 		/* nowhere else to report it */
@@ -479,6 +509,9 @@ int sandbox_setup(char *err, size_t errlen)
 	}
 	if (!enabled)
 		return 0;
+	/* The RTC's localtime() reads /etc/localtime on first use; now, while
+	 * opening files is still allowed. */
+	tzset();
 	if (parse_selftest(err, errlen) < 0)
 		return -1;
 	if (log_mode && setup_log_mode() < 0) {
