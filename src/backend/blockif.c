@@ -486,6 +486,9 @@ static void *pool_main(void *arg)
 	for (;;) {
 		struct blockif_req *req = ctx->pend_head;
 
+		/* Started before the sandbox is armed: pool_wake() wakes us then. */
+		sandbox_thread_enter(SANDBOX_BLK_POOL);
+
 		/* A flush waits until nothing before it is still running. */
 		if (ctx->stopping)
 			break;
@@ -498,7 +501,6 @@ static void *pool_main(void *arg)
 			ctx->pend_tail = NULL;
 		ctx->active++;
 		pthread_mutex_unlock(&ctx->lock);
-		sandbox_thread_enter(SANDBOX_BLK_POOL); /* may start before the sandbox is armed */
 		req->result = do_sync(ctx->bi, req);
 		pthread_mutex_lock(&ctx->lock);
 		ctx->active--;
@@ -510,10 +512,20 @@ static void *pool_main(void *arg)
 	return NULL;
 }
 
+static void pool_wake(void *arg)
+{
+	struct blockif_ctx *ctx = arg;
+
+	pthread_mutex_lock(&ctx->lock);
+	pthread_cond_broadcast(&ctx->cond);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 static int pool_setup(struct blockif_ctx *ctx)
 {
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_cond_init(&ctx->cond, NULL);
+	sandbox_wake_at_arm(pool_wake, ctx);
 	for (unsigned i = 0; i < POOL_THREADS; i++) {
 		if (pthread_create(&ctx->threads[i], NULL, pool_main, ctx) != 0)
 			return -1;
@@ -566,6 +578,7 @@ void blockif_ctx_destroy(struct blockif_ctx *ctx)
 {
 	if (ctx == NULL)
 		return;
+	sandbox_cancel_wake(pool_wake, ctx);
 	if (ctx->uring) {
 		io_uring_queue_exit(&ctx->ring);
 	} else if (ctx->nthreads > 0) {

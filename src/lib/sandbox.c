@@ -21,6 +21,7 @@
 #include <linux/filter.h>
 #include <linux/kvm.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -316,7 +317,9 @@ static int add_memory_and_clone(scmp_filter_ctx ctx, unsigned flags)
 	                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) < 0 ||
 	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) < 0)
 		return -1;
-#ifndef SANDBOX_SANITIZERS
+#ifdef SANDBOX_SANITIZERS
+	(void)flags; /* clone is in san_calls, for LeakSanitizer's tracer */
+#else
 	if ((flags & MAY_START_THREADS) &&
 	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
 	                     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD)) < 0)
@@ -527,10 +530,48 @@ int sandbox_setup(char *err, size_t errlen)
 	return 0;
 }
 
+static pthread_mutex_t wakers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	void (*fn)(void *arg);
+	void *arg;
+} wakers[SANDBOX_MAX_WAKERS];
+
+int sandbox_wake_at_arm(void (*fn)(void *arg), void *arg)
+{
+	int rc = -1;
+
+	if (!enabled)
+		return 0;
+	pthread_mutex_lock(&wakers_lock);
+	for (int i = 0; i < SANDBOX_MAX_WAKERS && rc < 0; i++)
+		if (wakers[i].fn == NULL) {
+			wakers[i].fn = fn;
+			wakers[i].arg = arg;
+			rc = 0;
+		}
+	pthread_mutex_unlock(&wakers_lock);
+	return rc;
+}
+
+void sandbox_cancel_wake(void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&wakers_lock);
+	for (int i = 0; i < SANDBOX_MAX_WAKERS; i++)
+		if (wakers[i].fn == fn && wakers[i].arg == arg)
+			wakers[i].fn = NULL;
+	pthread_mutex_unlock(&wakers_lock);
+}
+
 void sandbox_arm(void)
 {
-	if (enabled)
-		__atomic_store_n(&armed, true, __ATOMIC_RELEASE);
+	if (!enabled)
+		return;
+	__atomic_store_n(&armed, true, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&wakers_lock);
+	for (int i = 0; i < SANDBOX_MAX_WAKERS; i++)
+		if (wakers[i].fn != NULL)
+			wakers[i].fn(wakers[i].arg);
+	pthread_mutex_unlock(&wakers_lock);
 }
 
 static int install(enum sandbox_role role)

@@ -62,6 +62,17 @@ void sandbox_arm(void);
  */
 void sandbox_thread_enter(enum sandbox_role role);
 
+/*
+ * Call fn(arg) from sandbox_arm(), so a thread that sleeps until there is
+ * work (blockif's pool) wakes up and installs its filter.  At most
+ * SANDBOX_MAX_WAKERS at once; returns 0, -1 when full (the threads then
+ * install at their first request).  sandbox_cancel_wake() removes the
+ * pair before `arg` goes away; both are no-ops with the sandbox off.
+ */
+#define SANDBOX_MAX_WAKERS 64
+int sandbox_wake_at_arm(void (*fn)(void *arg), void *arg);
+void sandbox_cancel_wake(void (*fn)(void *arg), void *arg);
+
 /* Whether sandbox_setup() turned the sandbox on. */
 bool sandbox_enabled(void);
 
