@@ -71,7 +71,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke
+.PHONY: build-tests install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -259,6 +259,11 @@ unit: $(UNIT_BIN) $(UNIT_SAN)
 
 guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUESTS)
 	@tests/guests/run
+	@tests/guests/sandbox
+
+# The binaries are built hardened (HARDEN, LDFLAGS): checked with readelf.
+build-tests: $(BUILD)/bin/khyve $(BUILD)/bin/vm
+	@tests/build/hardening $(BUILD)
 
 # The user's terminal after khyve on stdio and `vm console`, in a tmux pane.
 term-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/san/bin/vm \
@@ -298,6 +303,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory layering
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
+	@$(MAKE) --no-print-directory build-tests
 	@$(MAKE) --no-print-directory doc-tests
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory vnc-tests

@@ -56,6 +56,8 @@
 
 /* ---- the lists ---- */
 
+// clang-format off
+
 /* Every thread: locks, its own exit, memory (malloc's arenas), logging. */
 static const int base_calls[] = {SCMP_SYS(futex),
                                  SCMP_SYS(read),
@@ -161,30 +163,14 @@ static const int vnc_calls[] = {SCMP_SYS(select),
  * bookkeeping, its reports (/proc/self/maps, symbolising) and, in the
  * main thread at exit, LeakSanitizer's tracer (clone without CLONE_THREAD,
  * ptrace).  Never in a release build. */
-static const int san_calls[] = {SCMP_SYS(sigaltstack),
-                                SCMP_SYS(prctl),
-                                SCMP_SYS(openat),
-                                SCMP_SYS(readlink),
-                                SCMP_SYS(newfstatat),
-                                SCMP_SYS(fstat),
-                                SCMP_SYS(getrlimit),
-                                SCMP_SYS(prlimit64),
-                                SCMP_SYS(uname),
-                                SCMP_SYS(rt_sigaction),
-                                SCMP_SYS(exit_group),
-                                SCMP_SYS(tgkill),
-                                SCMP_SYS(sched_getaffinity),
-                                SCMP_SYS(getdents64),
-                                SCMP_SYS(lseek),
-                                SCMP_SYS(ptrace),
-                                SCMP_SYS(wait4),
-                                SCMP_SYS(clone),
-                                SCMP_SYS(getppid),
-                                SCMP_SYS(mremap),
-                                SCMP_SYS(pipe2),
-                                SCMP_SYS(dup2),
-                                SCMP_SYS(kill),
-                                END};
+static const int san_calls[] = {
+    SCMP_SYS(open),       SCMP_SYS(openat),     SCMP_SYS(readlink),   SCMP_SYS(newfstatat),
+    SCMP_SYS(fstat),      SCMP_SYS(getdents),   SCMP_SYS(getdents64), SCMP_SYS(lseek),
+    SCMP_SYS(sigaltstack), SCMP_SYS(prctl),     SCMP_SYS(getrlimit),  SCMP_SYS(prlimit64),
+    SCMP_SYS(uname),      SCMP_SYS(rt_sigaction), SCMP_SYS(exit_group), SCMP_SYS(tgkill),
+    SCMP_SYS(sched_getaffinity), SCMP_SYS(ptrace), SCMP_SYS(wait4),   SCMP_SYS(clone),
+    SCMP_SYS(getppid),    SCMP_SYS(mremap),     SCMP_SYS(pipe2),      SCMP_SYS(dup2),
+    SCMP_SYS(kill),       END};
 #endif
 
 /* KVM vCPU and VM ioctls the exit handlers and devices use at run time
@@ -217,6 +203,8 @@ static const unsigned long tap_ioctls[] = {TUNSETOFFLOAD, 0};
 /* Input from VNC clients raises the PS/2 IRQ or the xHCI's MSI. */
 static const unsigned long vnc_ioctls[] = {KVM_GET_DIRTY_LOG, KVM_IRQ_LINE, KVM_SIGNAL_MSI,
                                            FIONREAD,          FIONBIO,      0};
+
+// clang-format on
 
 enum role_flags {
 	MAY_START_THREADS = 1 << 0, /* clone (threads only) and what a new thread does */
