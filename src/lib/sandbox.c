@@ -125,7 +125,9 @@ static const int vcpu_calls[] = {SCMP_SYS(tgkill),          SCMP_SYS(poll),
                                  SCMP_SYS(ppoll),           SCMP_SYS(timerfd_create),
                                  SCMP_SYS(timerfd_settime), SCMP_SYS(msync),
                                  SCMP_SYS(getrandom),       SCMP_SYS(readv),
-                                 SCMP_SYS(writev),          END};
+                                 SCMP_SYS(writev),
+                                 SCMP_SYS(sendto), /* UART output to a tcp= client */
+                                 END};
 
 static const int worker_calls[] = {SCMP_SYS(poll),  SCMP_SYS(ppoll),  SCMP_SYS(getrandom),
                                    SCMP_SYS(readv), SCMP_SYS(writev), END};
