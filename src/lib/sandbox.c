@@ -285,11 +285,19 @@ static int allow_list(scmp_filter_ctx ctx, const int *calls)
 	return 0;
 }
 
+/* libseccomp's SCMP_An() macros leave datum_b out, which clang's
+ * -Wmissing-field-initializers rejects. */
+static struct scmp_arg_cmp arg_cmp(unsigned arg, enum scmp_compare op, scmp_datum_t a,
+                                   scmp_datum_t b)
+{
+	return (struct scmp_arg_cmp){.arg = arg, .op = op, .datum_a = a, .datum_b = b};
+}
+
 static int allow_ioctls(scmp_filter_ctx ctx, const unsigned long *cmds)
 {
 	for (; cmds != NULL && *cmds != 0; cmds++) {
 		int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-		                          SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)*cmds));
+		                          arg_cmp(1, SCMP_CMP_EQ, (scmp_datum_t)*cmds, 0));
 		if (rc < 0 && rc != -EEXIST)
 			return -1;
 	}
@@ -302,9 +310,9 @@ static int allow_ioctls(scmp_filter_ctx ctx, const unsigned long *cmds)
 static int add_memory_and_clone(scmp_filter_ctx ctx, unsigned flags)
 {
 	if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-	                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) < 0 ||
+	                     arg_cmp(2, SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) < 0 ||
 	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-	                     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) < 0 ||
+	                     arg_cmp(2, SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) < 0 ||
 	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) < 0)
 		return -1;
 #ifdef SANDBOX_SANITIZERS
@@ -312,7 +320,7 @@ static int add_memory_and_clone(scmp_filter_ctx ctx, unsigned flags)
 #else
 	if ((flags & MAY_START_THREADS) &&
 	    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-	                     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD)) < 0)
+	                     arg_cmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD)) < 0)
 		return -1;
 #endif
 	return 0;
