@@ -108,7 +108,6 @@ static const int main_calls[] = {
     SCMP_SYS(readv),
     SCMP_SYS(unlink),
     SCMP_SYS(unlinkat),
-    SCMP_SYS(tgkill),
     SCMP_SYS(exit_group),
     SCMP_SYS(msync),
     SCMP_SYS(fsync),
@@ -121,7 +120,7 @@ static const int main_calls[] = {
     SCMP_SYS(readlink), /* the pty link's owner check at exit (chardev.c) */
     END};
 
-static const int vcpu_calls[] = {SCMP_SYS(tgkill),          SCMP_SYS(poll),
+static const int vcpu_calls[] = {SCMP_SYS(poll),
                                  SCMP_SYS(ppoll),           SCMP_SYS(timerfd_create),
                                  SCMP_SYS(timerfd_settime), SCMP_SYS(msync),
                                  SCMP_SYS(getrandom),       SCMP_SYS(readv),
@@ -212,6 +211,7 @@ enum role_flags {
 	MAY_START_THREADS = 1 << 0, /* clone (threads only) and what a new thread does */
 	DOES_URING = 1 << 1,
 	DOES_DISK = 1 << 2,
+	KICKS_VCPUS = 1 << 3, /* tgkill, to this process only (vcpu_kick) */
 };
 
 struct role_desc {
@@ -222,11 +222,14 @@ struct role_desc {
 };
 
 static const struct role_desc role_table[SANDBOX_NROLES] = {
-    [SANDBOX_MAIN] = {"main", main_calls, {kvm_run_ioctls, tty_ioctls}, DOES_URING | DOES_DISK},
+    [SANDBOX_MAIN] = {"main",
+                      main_calls,
+                      {kvm_run_ioctls, tty_ioctls},
+                      KICKS_VCPUS | DOES_URING | DOES_DISK},
     [SANDBOX_VCPU] = {"vcpu",
                       vcpu_calls,
                       {kvm_run_ioctls, disk_ioctls, tty_ioctls, tap_ioctls},
-                      MAY_START_THREADS | DOES_URING | DOES_DISK},
+                      KICKS_VCPUS | MAY_START_THREADS | DOES_URING | DOES_DISK},
     [SANDBOX_VIRTIO_WORKER] = {"virtio-worker", worker_calls, {kvm_run_ioctls}, 0},
     [SANDBOX_BLK_QUEUE] = {"blk-queue",
                            blk_queue_calls,
@@ -333,6 +336,12 @@ static int add_role_rules(scmp_filter_ctx ctx, const struct role_desc *r)
 		return -1;
 	if ((r->flags & MAY_START_THREADS) && allow_list(ctx, thread_start_calls) < 0)
 		return -1;
+	if (r->flags & KICKS_VCPUS) {
+		int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+		                          arg_cmp(0, SCMP_CMP_EQ, (scmp_datum_t)getpid(), 0));
+		if (rc < 0 && rc != -EEXIST)
+			return -1;
+	}
 	if ((r->flags & DOES_URING) && allow_list(ctx, uring_calls) < 0)
 		return -1;
 	if ((r->flags & DOES_DISK) && allow_list(ctx, disk_calls) < 0)
@@ -358,7 +367,8 @@ static unsigned count_calls(const struct role_desc *r)
 	                       (r->flags & DOES_URING) ? uring_calls : NULL,
 	                       (r->flags & DOES_DISK) ? disk_calls : NULL};
 	bool seen[MAX_NR] = {false};
-	unsigned n = (r->flags & MAY_START_THREADS) ? 1 : 0; /* clone */
+	unsigned n = ((r->flags & MAY_START_THREADS) ? 1 : 0) + /* clone */
+	             ((r->flags & KICKS_VCPUS) ? 1 : 0);        /* tgkill */
 
 	for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++)
 		for (const int *c = groups[g]; c != NULL && *c != END; c++)
