@@ -59,151 +59,101 @@
 // clang-format off
 
 /* Every thread: locks, its own exit, memory (malloc's arenas), logging. */
-static const int base_calls[] = {SCMP_SYS(futex),
-                                 SCMP_SYS(read),
-                                 SCMP_SYS(write),
-                                 SCMP_SYS(close),
-                                 SCMP_SYS(madvise),
-                                 SCMP_SYS(munmap),
-                                 SCMP_SYS(rt_sigprocmask),
-                                 SCMP_SYS(rt_sigreturn),
-                                 SCMP_SYS(sched_yield),
-                                 SCMP_SYS(nanosleep),
-                                 SCMP_SYS(clock_nanosleep),
-                                 SCMP_SYS(clock_gettime),
-                                 SCMP_SYS(gettid),
-                                 SCMP_SYS(getpid),
-                                 SCMP_SYS(exit),
-                                 SCMP_SYS(restart_syscall),
-                                 END};
+static const int base_calls[] = {
+	SCMP_SYS(futex), SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(close), SCMP_SYS(madvise),
+	SCMP_SYS(munmap), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn), SCMP_SYS(sched_yield),
+	SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime), SCMP_SYS(gettid),
+	SCMP_SYS(getpid), SCMP_SYS(exit), SCMP_SYS(restart_syscall), END};
 
 /* Starting a thread (the parent) and being started (the child, before it
  * installs its own filter). */
-static const int thread_start_calls[] = {SCMP_SYS(set_robust_list), SCMP_SYS(rseq),
-                                         SCMP_SYS(seccomp), END};
+static const int thread_start_calls[] = {
+	SCMP_SYS(set_robust_list), SCMP_SYS(rseq), SCMP_SYS(seccomp), END};
 
 /* Synchronous disk I/O and discard (blockif's thread engine, discards). */
 static const int disk_calls[] = {
-    SCMP_SYS(preadv), SCMP_SYS(pwritev),   SCMP_SYS(pread64),   SCMP_SYS(pwrite64),
-    SCMP_SYS(fsync),  SCMP_SYS(fdatasync), SCMP_SYS(fallocate), END};
+	SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(pread64), SCMP_SYS(pwrite64),
+	SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(fallocate), END};
 
 /* An io_uring context: made (setup, register, eventfd) and used (enter). */
-static const int uring_calls[] = {SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_register),
-                                  SCMP_SYS(io_uring_enter), SCMP_SYS(eventfd2), END};
+static const int uring_calls[] = {
+	SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_register), SCMP_SYS(io_uring_enter),
+	SCMP_SYS(eventfd2), END};
 
+/* The event loop (signals, console input, tcp= clients, exit requests) and
+ * the exit path (joins, pflash msync, pty link removal, terminal restore). */
 static const int main_calls[] = {
-    SCMP_SYS(epoll_wait),
-    SCMP_SYS(epoll_pwait),
-    SCMP_SYS(epoll_ctl),
-    SCMP_SYS(poll),
-    SCMP_SYS(ppoll),
-    SCMP_SYS(accept4),
-    SCMP_SYS(accept),
-    SCMP_SYS(fcntl),
-    SCMP_SYS(recvfrom),
-    SCMP_SYS(sendto),
-    SCMP_SYS(shutdown),
-    SCMP_SYS(setsockopt),
-    SCMP_SYS(writev),
-    SCMP_SYS(readv),
-    SCMP_SYS(unlink),
-    SCMP_SYS(unlinkat),
-    SCMP_SYS(exit_group),
-    SCMP_SYS(msync),
-    SCMP_SYS(fsync),
-    SCMP_SYS(timerfd_settime),
-    SCMP_SYS(newfstatat),
-    SCMP_SYS(fstat),
-    SCMP_SYS(lseek),
-    SCMP_SYS(rt_sigaction),
-    SCMP_SYS(io_uring_enter),
-    SCMP_SYS(readlink), /* the pty link's owner check at exit (chardev.c) */
-    END};
+	SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait), SCMP_SYS(epoll_ctl), SCMP_SYS(poll),
+	SCMP_SYS(ppoll), SCMP_SYS(accept4), SCMP_SYS(accept), SCMP_SYS(fcntl), SCMP_SYS(recvfrom),
+	SCMP_SYS(sendto), SCMP_SYS(shutdown), SCMP_SYS(setsockopt), SCMP_SYS(writev),
+	SCMP_SYS(readv), SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(readlink),
+	SCMP_SYS(exit_group), SCMP_SYS(msync), SCMP_SYS(fsync), SCMP_SYS(timerfd_settime),
+	SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(lseek), SCMP_SYS(rt_sigaction),
+	SCMP_SYS(io_uring_enter), END};
 
-static const int vcpu_calls[] = {SCMP_SYS(poll),
-                                 SCMP_SYS(ppoll),           SCMP_SYS(timerfd_create),
-                                 SCMP_SYS(timerfd_settime), SCMP_SYS(msync),
-                                 SCMP_SYS(getrandom),       SCMP_SYS(readv),
-                                 SCMP_SYS(writev),
-                                 SCMP_SYS(sendto), /* UART output to a tcp= client */
-                                 END};
+/* Exit handlers: UART output (stdio, tcp=), pflash msync, virtio-rnd run
+ * inline, timers (RTC, NVMe), kicks; plus io_uring, disk I/O and thread
+ * start through the flags (role_table). */
+static const int vcpu_calls[] = {
+	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
+	SCMP_SYS(msync), SCMP_SYS(getrandom), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(sendto),
+	END};
 
-static const int worker_calls[] = {SCMP_SYS(poll),  SCMP_SYS(ppoll),  SCMP_SYS(getrandom),
-                                   SCMP_SYS(readv), SCMP_SYS(writev), END};
+/* virtio-rnd (getrandom) and virtio-net transmit (writev to the tap). */
+static const int worker_calls[] = {
+	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(getrandom), SCMP_SYS(readv), SCMP_SYS(writev),
+	END};
 
 static const int blk_queue_calls[] = {SCMP_SYS(poll), SCMP_SYS(ppoll), END};
 
-static const int nvme_sq_calls[] = {SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(timerfd_settime),
-                                    END};
+static const int nvme_sq_calls[] = {
+	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(timerfd_settime), END};
 
-static const int net_rx_calls[] = {SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(readv),
-                                   SCMP_SYS(writev), END};
+static const int net_rx_calls[] = {
+	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(readv), SCMP_SYS(writev), END};
 
-static const int vnc_calls[] = {SCMP_SYS(select),
-                                SCMP_SYS(pselect6),
-                                SCMP_SYS(poll),
-                                SCMP_SYS(ppoll),
-                                SCMP_SYS(accept4),
-                                SCMP_SYS(accept),
-                                SCMP_SYS(recvfrom),
-                                SCMP_SYS(sendto),
-                                SCMP_SYS(recvmsg),
-                                SCMP_SYS(sendmsg),
-                                SCMP_SYS(writev),
-                                SCMP_SYS(readv),
-                                SCMP_SYS(setsockopt),
-                                SCMP_SYS(getsockopt),
-                                SCMP_SYS(getpeername),
-                                SCMP_SYS(getsockname),
-                                SCMP_SYS(fcntl),
-                                SCMP_SYS(shutdown),
-                                END};
+/* libvncserver: select(), its sockets, new clients. */
+static const int vnc_calls[] = {
+	SCMP_SYS(select), SCMP_SYS(pselect6), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(accept4),
+	SCMP_SYS(accept), SCMP_SYS(recvfrom), SCMP_SYS(sendto), SCMP_SYS(recvmsg),
+	SCMP_SYS(sendmsg), SCMP_SYS(writev), SCMP_SYS(readv), SCMP_SYS(setsockopt),
+	SCMP_SYS(getsockopt), SCMP_SYS(getpeername), SCMP_SYS(getsockname), SCMP_SYS(fcntl),
+	SCMP_SYS(shutdown), END};
 
 #ifdef SANDBOX_SANITIZERS
 /* ASan/UBSan/LSan builds (detected at compile time): the runtime's own
  * bookkeeping, its reports (/proc/self/maps, symbolising) and, in the
  * main thread at exit, LeakSanitizer's tracer (clone without CLONE_THREAD,
- * ptrace).  Never in a release build. */
+ * open, ptrace, wait4).  Never in a release build. */
 static const int san_calls[] = {
-    SCMP_SYS(open),       SCMP_SYS(openat),     SCMP_SYS(readlink),   SCMP_SYS(newfstatat),
-    SCMP_SYS(fstat),      SCMP_SYS(getdents),   SCMP_SYS(getdents64), SCMP_SYS(lseek),
-    SCMP_SYS(sigaltstack), SCMP_SYS(prctl),     SCMP_SYS(getrlimit),  SCMP_SYS(prlimit64),
-    SCMP_SYS(uname),      SCMP_SYS(rt_sigaction), SCMP_SYS(exit_group), SCMP_SYS(tgkill),
-    SCMP_SYS(sched_getaffinity), SCMP_SYS(ptrace), SCMP_SYS(wait4),   SCMP_SYS(clone),
-    SCMP_SYS(getppid),    SCMP_SYS(mremap),     SCMP_SYS(pipe2),      SCMP_SYS(dup2),
-    SCMP_SYS(kill),       END};
+	SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(readlink), SCMP_SYS(newfstatat), SCMP_SYS(fstat),
+	SCMP_SYS(getdents), SCMP_SYS(getdents64), SCMP_SYS(lseek), SCMP_SYS(sigaltstack),
+	SCMP_SYS(prctl), SCMP_SYS(getrlimit), SCMP_SYS(prlimit64), SCMP_SYS(uname),
+	SCMP_SYS(rt_sigaction), SCMP_SYS(exit_group), SCMP_SYS(tgkill), SCMP_SYS(sched_getaffinity),
+	SCMP_SYS(ptrace), SCMP_SYS(wait4), SCMP_SYS(clone), SCMP_SYS(getppid), SCMP_SYS(mremap),
+	SCMP_SYS(pipe2), SCMP_SYS(dup2), SCMP_SYS(kill), END};
 #endif
 
 /* KVM vCPU and VM ioctls the exit handlers and devices use at run time
  * (the VM's set-up ones, KVM_CREATE_*, KVM_SET_CPUID2..., are done). */
-static const unsigned long kvm_run_ioctls[] = {KVM_RUN,
-                                               KVM_GET_REGS,
-                                               KVM_SET_REGS,
-                                               KVM_GET_SREGS,
-                                               KVM_SET_SREGS,
-                                               KVM_GET_LAPIC,
-                                               KVM_IRQ_LINE,
-                                               KVM_SIGNAL_MSI,
-                                               KVM_IRQFD,
-                                               KVM_IOEVENTFD,
-                                               KVM_SET_GSI_ROUTING,
-                                               KVM_GET_DIRTY_LOG,
-                                               KVM_SET_USER_MEMORY_REGION,
-                                               0};
+static const unsigned long kvm_run_ioctls[] = {
+	KVM_RUN, KVM_GET_REGS, KVM_SET_REGS, KVM_GET_SREGS, KVM_SET_SREGS, KVM_GET_LAPIC,
+	KVM_IRQ_LINE, KVM_SIGNAL_MSI, KVM_IRQFD, KVM_IOEVENTFD, KVM_SET_GSI_ROUTING,
+	KVM_GET_DIRTY_LOG, KVM_SET_USER_MEMORY_REGION, 0};
 
 /* Disk: discard and zeroing of block devices (blockif's do_discard). */
 static const unsigned long disk_ioctls[] = {BLKDISCARD, BLKZEROOUT, 0};
 
 /* The terminal (console back ends, the exit path's restore). */
-static const unsigned long tty_ioctls[] = {TCGETS,     TCSETS,   TCSETSW, TCSETSF,
-                                           TIOCGWINSZ, FIONREAD, FIONBIO, 0};
+static const unsigned long tty_ioctls[] = {
+	TCGETS, TCSETS, TCSETSW, TCSETSF, TIOCGWINSZ, FIONREAD, FIONBIO, 0};
 
 /* A virtio-net device's offloads follow the guest's features (DRIVER_OK). */
 static const unsigned long tap_ioctls[] = {TUNSETOFFLOAD, 0};
 
 /* Input from VNC clients raises the PS/2 IRQ or the xHCI's MSI. */
-static const unsigned long vnc_ioctls[] = {KVM_GET_DIRTY_LOG, KVM_IRQ_LINE, KVM_SIGNAL_MSI,
-                                           FIONREAD,          FIONBIO,      0};
+static const unsigned long vnc_ioctls[] = {
+	KVM_GET_DIRTY_LOG, KVM_IRQ_LINE, KVM_SIGNAL_MSI, FIONREAD, FIONBIO, 0};
 
 // clang-format on
 
