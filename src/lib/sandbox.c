@@ -75,10 +75,11 @@ static const int disk_calls[] = {
 	SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(pread64), SCMP_SYS(pwrite64),
 	SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(fallocate), END};
 
-/* An io_uring context: made (setup, register, eventfd) and used (enter). */
-static const int uring_calls[] = {
-	SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_register), SCMP_SYS(io_uring_enter),
-	SCMP_SYS(eventfd2), END};
+/* Making an io_uring context (setup, its eventfd, restrictions, enabling);
+ * submitting to one is io_uring_enter alone. */
+static const int uring_make_calls[] = {
+	SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_register), SCMP_SYS(eventfd2), END};
+static const int uring_use_calls[] = {SCMP_SYS(io_uring_enter), END};
 
 /* The event loop (signals, console input, tcp= clients, exit requests) and
  * the exit path (joins, pflash msync, pty link removal, terminal restore). */
@@ -88,8 +89,7 @@ static const int main_calls[] = {
 	SCMP_SYS(sendto), SCMP_SYS(shutdown), SCMP_SYS(setsockopt), SCMP_SYS(writev),
 	SCMP_SYS(readv), SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(readlink),
 	SCMP_SYS(exit_group), SCMP_SYS(msync), SCMP_SYS(fsync), SCMP_SYS(timerfd_settime),
-	SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(lseek), SCMP_SYS(rt_sigaction),
-	SCMP_SYS(io_uring_enter), END};
+	SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(lseek), SCMP_SYS(rt_sigaction), END};
 
 /* Exit handlers: UART output (stdio, tcp=), pflash msync, virtio-rnd run
  * inline, timers (RTC, NVMe), kicks; plus io_uring, disk I/O and thread
@@ -159,9 +159,10 @@ static const unsigned long vnc_ioctls[] = {
 
 enum role_flags {
 	MAY_START_THREADS = 1 << 0, /* clone (threads only) and what a new thread does */
-	DOES_URING = 1 << 1,
+	MAKES_RINGS = 1 << 1,       /* io_uring set-up, for queues the guest starts */
 	DOES_DISK = 1 << 2,
 	KICKS_VCPUS = 1 << 3, /* tgkill, to this process only (vcpu_kick) */
+	USES_RINGS = 1 << 4,
 };
 
 struct role_desc {
@@ -175,20 +176,20 @@ static const struct role_desc role_table[SANDBOX_NROLES] = {
     [SANDBOX_MAIN] = {"main",
                       main_calls,
                       {kvm_run_ioctls, tty_ioctls},
-                      KICKS_VCPUS | DOES_URING | DOES_DISK},
+                      KICKS_VCPUS | USES_RINGS | DOES_DISK},
     [SANDBOX_VCPU] = {"vcpu",
                       vcpu_calls,
                       {kvm_run_ioctls, disk_ioctls, tty_ioctls, tap_ioctls},
-                      KICKS_VCPUS | MAY_START_THREADS | DOES_URING | DOES_DISK},
+                      KICKS_VCPUS | MAY_START_THREADS | MAKES_RINGS | USES_RINGS | DOES_DISK},
     [SANDBOX_VIRTIO_WORKER] = {"virtio-worker", worker_calls, {kvm_run_ioctls}, 0},
     [SANDBOX_BLK_QUEUE] = {"blk-queue",
                            blk_queue_calls,
                            {kvm_run_ioctls, disk_ioctls},
-                           MAY_START_THREADS | DOES_URING | DOES_DISK},
+                           MAY_START_THREADS | MAKES_RINGS | USES_RINGS | DOES_DISK},
     [SANDBOX_NVME_SQ] = {"nvme-sq",
                          nvme_sq_calls,
                          {kvm_run_ioctls, disk_ioctls},
-                         DOES_URING | DOES_DISK},
+                         USES_RINGS | DOES_DISK},
     [SANDBOX_BLK_POOL] = {"blk-pool", NULL, {disk_ioctls}, DOES_DISK},
     [SANDBOX_NET_RX] = {"net-rx", net_rx_calls, {kvm_run_ioctls}, 0},
     [SANDBOX_VNC] = {"vnc", vnc_calls, {vnc_ioctls}, 0},
@@ -292,7 +293,9 @@ static int add_role_rules(scmp_filter_ctx ctx, const struct role_desc *r)
 		if (rc < 0 && rc != -EEXIST)
 			return -1;
 	}
-	if ((r->flags & DOES_URING) && allow_list(ctx, uring_calls) < 0)
+	if ((r->flags & MAKES_RINGS) && allow_list(ctx, uring_make_calls) < 0)
+		return -1;
+	if ((r->flags & USES_RINGS) && allow_list(ctx, uring_use_calls) < 0)
 		return -1;
 	if ((r->flags & DOES_DISK) && allow_list(ctx, disk_calls) < 0)
 		return -1;
@@ -314,7 +317,8 @@ static unsigned count_calls(const struct role_desc *r)
 	                       r->calls,
 	                       extra,
 	                       (r->flags & MAY_START_THREADS) ? thread_start_calls : NULL,
-	                       (r->flags & DOES_URING) ? uring_calls : NULL,
+	                       (r->flags & MAKES_RINGS) ? uring_make_calls : NULL,
+	                       (r->flags & USES_RINGS) ? uring_use_calls : NULL,
 	                       (r->flags & DOES_DISK) ? disk_calls : NULL};
 	bool seen[MAX_NR] = {false};
 	unsigned n = ((r->flags & MAY_START_THREADS) ? 1 : 0) + /* clone */
