@@ -63,7 +63,9 @@ static const int base_calls[] = {
 	SCMP_SYS(futex), SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(close), SCMP_SYS(madvise),
 	SCMP_SYS(munmap), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn), SCMP_SYS(sched_yield),
 	SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime), SCMP_SYS(gettid),
-	SCMP_SYS(getpid), SCMP_SYS(exit), SCMP_SYS(restart_syscall), END};
+	SCMP_SYS(getpid), SCMP_SYS(exit), SCMP_SYS(restart_syscall),
+	SCMP_SYS(brk), /* malloc's main arena, which any thread may use */
+	END};
 
 /* Starting a thread (the parent) and being started (the child, before it
  * installs its own filter). */
