@@ -64,8 +64,9 @@ static const int base_calls[] = {
 	SCMP_SYS(munmap), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn), SCMP_SYS(sched_yield),
 	SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime), SCMP_SYS(gettid),
 	SCMP_SYS(getpid), SCMP_SYS(exit), SCMP_SYS(restart_syscall),
-	SCMP_SYS(brk), /* malloc's main arena, which any thread may use */
-	END};
+	/* malloc: the main arena (any thread may use it), realloc of large
+	 * blocks, the arena limit glibc sizes from the CPUs it may run on. */
+	SCMP_SYS(brk), SCMP_SYS(mremap), SCMP_SYS(sched_getaffinity), END};
 
 /* Starting a thread (the parent) and being started (the child, before it
  * installs its own filter). */
