@@ -161,6 +161,9 @@ struct blockif *blockif_open(const char *path, const struct blockif_opts *o, cha
 
 	if (bi == NULL)
 		return NULL;
+	/* Asked now, while the disk is opened: the queue threads that use it
+	 * later run sandboxed, where sysconf() may not read /sys. */
+	(void)blockif_default_poll_us();
 	if (o->nocache)
 		flags |= O_DIRECT;
 	if (o->sync)
