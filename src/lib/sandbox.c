@@ -14,6 +14,10 @@
  * queues at the guest's request, which is why io_uring_setup is here.  The
  * rings blockif makes are restricted to the opcodes it uses
  * (IORING_REGISTER_RESTRICTIONS, backend/blockif.c).
+ *
+ * What glibc answers lazily from files (localtime()'s /etc/localtime,
+ * sysconf()'s /sys) must be asked before sandbox_arm(): no role may open
+ * files.  sandbox_setup() and blockif_open() do so.
  */
 #include "lib/sandbox.h"
 

@@ -14,8 +14,9 @@
  * privileges, whose setuid() glibc broadcasts to all threads); then the
  * vCPU threads start and the main thread calls sandbox_thread_enter(MAIN).
  * A thread started before sandbox_arm() installs its filter at its next
- * sandbox_thread_enter() call after it (the VNC and blockif pool threads
- * call it in their loops).  The seccomp(2) interface: Linux
+ * sandbox_thread_enter() call after it (the VNC thread calls it in its
+ * loop, blockif's pool threads when sandbox_wake_at_arm() wakes them).
+ * The seccomp(2) interface: Linux
  * Documentation/userspace-api/seccomp_filter.rst.
  */
 #ifndef KHYVE_SANDBOX_H
