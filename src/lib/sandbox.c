@@ -481,8 +481,13 @@ int sandbox_setup(char *err, size_t errlen)
 	}
 	if (!enabled)
 		return 0;
-	/* The RTC's localtime() reads /etc/localtime on first use; now, while
-	 * opening files is still allowed. */
+	/* The RTC's localtime_r() and mktime() read /etc/localtime: now, while
+	 * files may still be opened.  Without TZ, glibc's mktime() stats the
+	 * file again on every call (a guest setting the clock, as OVMF does);
+	 * TZ naming the same file makes it keep what it read.  No thread
+	 * runs yet, so setenv() is safe. */
+	if (getenv("TZ") == NULL)
+		setenv("TZ", ":/etc/localtime", 0);
 	tzset();
 	if (parse_selftest(err, errlen) < 0)
 		return -1;
