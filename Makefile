@@ -10,16 +10,20 @@ BUILD    := build
 OPT      ?= -O2 -g
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CPPFLAGS := -D_GNU_SOURCE -Isrc
-CFLAGS   := -std=gnu11 $(WARN) $(OPT) -pthread -MMD -MP
-LDFLAGS  := -pthread
-LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd libvncserver zlib 2>/dev/null || \
-              echo -luring -lmd -lvncserver -lz)
+# Hardened code generation for every binary (tests/build/hardening checks
+# khyve's): _FORTIFY_SOURCE needs an optimising build, so not with -O0.
+HARDEN   := -fstack-protector-strong -fstack-clash-protection -fcf-protection -fPIE \
+            $(if $(filter -O0,$(OPT)),,-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2)
+CFLAGS   := -std=gnu11 $(WARN) $(OPT) $(HARDEN) -pthread -MMD -MP
+LDFLAGS  := -pthread -pie -Wl,-z,relro,-z,now
+LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd libvncserver zlib libseccomp 2>/dev/null || \
+              echo -luring -lmd -lvncserver -lz -lseccomp)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 # A fresh machine lacks the libraries: stop with what to install rather than
 # on a missing liburing.h.  check, demo and check-deps install them first.
 BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev libvncserver:libvncserver-dev \
-              libpng:libpng-dev zlib:zlib1g-dev
+              libpng:libpng-dev zlib:zlib1g-dev libseccomp:libseccomp-dev
 ifneq ($(filter unit,$(MAKECMDGOALS)),)
 BUILD_PKGS += cmocka:libcmocka-dev
 endif
@@ -67,7 +71,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests soak-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke fuzz-long
+.PHONY: build-tests install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests soak-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke fuzz-long
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
@@ -254,7 +258,7 @@ fuzz-long: $(FUZZ_BIN)
 # ---- the test suite ----
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev \
-		libvncserver-dev libpng-dev python3 acpica-tools zlib1g-dev console-setup-linux \
+		libvncserver-dev libpng-dev libseccomp-dev python3 acpica-tools zlib1g-dev console-setup-linux \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
@@ -278,6 +282,7 @@ guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUES
 	@tests/guests/run
 	@tests/guests/jail $(BUILD) $(BUILD)/san
 	@tests/guests/console $(BUILD) $(BUILD)/san
+	@tests/guests/sandbox
 
 # Bad command lines: exit 4 and one line naming the key, with no leak
 # report from the sanitizer build (tests/cli/run; a few seconds).
@@ -285,6 +290,10 @@ guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUES
 cli-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/san/bin/vm \
            $(BUILD)/guests/hello.rom
 	@tests/cli/run $(BUILD) $(BUILD)/san
+
+# The binaries are built hardened (HARDEN, LDFLAGS): checked with readelf.
+build-tests: $(BUILD)/bin/khyve $(BUILD)/bin/vm
+	@tests/build/hardening $(BUILD)
 
 # The user's terminal after khyve on stdio and `vm console`, in a tmux pane.
 term-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/san/bin/vm \
@@ -330,6 +339,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory layering
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
+	@$(MAKE) --no-print-directory build-tests
 	@$(MAKE) --no-print-directory doc-tests
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory vnc-tests

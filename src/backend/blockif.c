@@ -13,12 +13,14 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lib/config.h"
 #include "lib/clock.h"
 #include "lib/devopts.h"
 #include "lib/parse.h"
+#include "lib/sandbox.h"
 
 #define POOL_THREADS 4
 /* user_data values below this are watch tags, not request pointers. */
@@ -159,6 +161,9 @@ struct blockif *blockif_open(const char *path, const struct blockif_opts *o, cha
 
 	if (bi == NULL)
 		return NULL;
+	/* Asked now, while the disk is opened: the queue threads that use it
+	 * later run sandboxed, where sysconf() may not read /sys. */
+	(void)blockif_default_poll_us();
 	if (o->nocache)
 		flags |= O_DIRECT;
 	if (o->sync)
@@ -426,6 +431,35 @@ static unsigned uring_reap(struct blockif_ctx *ctx, struct blockif_req **out, un
 	return uring_drain(ctx, out, max, NULL);
 }
 
+/*
+ * The ring may only run what blockif submits (uring_prep, uring_arm_watch):
+ * io_uring works outside seccomp, so a ring open to every opcode would let
+ * OPENAT and friends past the sandbox (lib/sandbox.c).  Registered while
+ * the ring is still disabled (IORING_SETUP_R_DISABLED, Linux 5.10); no
+ * register opcode stays allowed once it is enabled.
+ */
+static int uring_restrict(struct io_uring *ring)
+{
+	static const uint8_t ops[] = {IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_FSYNC,
+	                              IORING_OP_POLL_ADD};
+	struct io_uring_restriction res[sizeof(ops)];
+
+	memset(res, 0, sizeof(res));
+	for (size_t i = 0; i < sizeof(ops); i++) {
+		res[i].opcode = IORING_RESTRICTION_SQE_OP;
+		res[i].sqe_op = ops[i];
+	}
+	/* Raw calls: Debian 12's liburing 2.3 declares the wrappers but its
+	 * library lacks them. */
+	if (syscall(__NR_io_uring_register, ring->ring_fd, IORING_REGISTER_RESTRICTIONS, res,
+	            sizeof(ops)) < 0)
+		return -1;
+	return syscall(__NR_io_uring_register, ring->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL,
+	               0) < 0
+	           ? -1
+	           : 0;
+}
+
 static int uring_setup(struct blockif_ctx *ctx)
 {
 	struct io_uring_params p;
@@ -435,9 +469,10 @@ static int uring_setup(struct blockif_ctx *ctx)
 	/* No COOP_TASKRUN/SINGLE_ISSUER: with them, a 2-vCPU guest under
 	 * the nested lab's 6.1 kernel froze the whole host (see docs/lab.md). */
 	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_R_DISABLED;
 	if (io_uring_queue_init_params(ctx->depth * 2, &ctx->ring, &p) < 0)
 		return -1;
-	if (io_uring_register_eventfd(&ctx->ring, ctx->efd) < 0) {
+	if (io_uring_register_eventfd(&ctx->ring, ctx->efd) < 0 || uring_restrict(&ctx->ring) < 0) {
 		io_uring_queue_exit(&ctx->ring);
 		return -1;
 	}
@@ -453,6 +488,9 @@ static void *pool_main(void *arg)
 	pthread_mutex_lock(&ctx->lock);
 	for (;;) {
 		struct blockif_req *req = ctx->pend_head;
+
+		/* Started before the sandbox is armed: pool_wake() wakes us then. */
+		sandbox_thread_enter(SANDBOX_BLK_POOL);
 
 		/* A flush waits until nothing before it is still running. */
 		if (ctx->stopping)
@@ -477,10 +515,20 @@ static void *pool_main(void *arg)
 	return NULL;
 }
 
+static void pool_wake(void *arg)
+{
+	struct blockif_ctx *ctx = arg;
+
+	pthread_mutex_lock(&ctx->lock);
+	pthread_cond_broadcast(&ctx->cond);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 static int pool_setup(struct blockif_ctx *ctx)
 {
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_cond_init(&ctx->cond, NULL);
+	sandbox_wake_at_arm(pool_wake, ctx);
 	for (unsigned i = 0; i < POOL_THREADS; i++) {
 		if (pthread_create(&ctx->threads[i], NULL, pool_main, ctx) != 0)
 			return -1;
@@ -533,6 +581,7 @@ void blockif_ctx_destroy(struct blockif_ctx *ctx)
 {
 	if (ctx == NULL)
 		return;
+	sandbox_cancel_wake(pool_wake, ctx);
 	if (ctx->uring) {
 		io_uring_queue_exit(&ctx->ring);
 	} else if (ctx->nthreads > 0) {

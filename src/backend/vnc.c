@@ -21,6 +21,7 @@
 #include "backend/console.h"
 #include "lib/keymap.h"
 #include "lib/log.h"
+#include "lib/sandbox.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -524,6 +525,7 @@ static void *vnc_main(void *arg)
 
 	while (!atomic_load(&s->stop)) {
 		int64_t now = now_ns();
+		sandbox_thread_enter(SANDBOX_VNC); /* started before the sandbox is armed */
 		if (now >= next_refresh) {
 			if (s->nclients > 0)
 				refresh(s);

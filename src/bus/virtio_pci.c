@@ -11,6 +11,7 @@
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "lib/log.h"
+#include "lib/sandbox.h"
 
 #define VIRTIO_VENDOR       0x1af4
 #define VIRTIO_DEVICE_BASE  0x1040
@@ -495,6 +496,7 @@ static void *worker_main(void *arg)
 	struct pollfd pfd[2] = {{q->kick_fd, POLLIN, 0}, {w->stop_fd, POLLIN, 0}};
 	uint64_t v;
 
+	sandbox_thread_enter(SANDBOX_VIRTIO_WORKER);
 	for (;;) {
 		bool more = true;
 

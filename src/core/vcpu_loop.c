@@ -10,6 +10,7 @@
 #include "core/machine.h"
 #include "lib/hostkvm.h"
 #include "lib/log.h"
+#include "lib/sandbox.h"
 #include "vmm/vcpu.h"
 
 static struct ratelimit unhandled_rl = RATELIMIT_INIT;
@@ -83,15 +84,15 @@ static void handle_system_event(struct machine *m, struct vcpu *v)
 	}
 }
 
+/* Probed before the vCPUs start: their sandbox opens no files. */
+static bool host_is_pvm;
+
 /* KVM's instruction emulator gave up on a PVM host: there every guest
  * instruction goes through it, and it lacks most x87 and SSE instructions
  * (OVMF stops at x87 code), so the guest cannot run here at all. */
 static bool on_pvm_emulation_failure(const struct kvm_run *run)
 {
-	enum host_kvm kind;
-
-	return run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION &&
-	       host_kvm_probe(&kind) == 0 && kind == HOST_KVM_PVM;
+	return run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION && host_is_pvm;
 }
 
 static void log_pvm_stop(const struct vcpu *v)
@@ -163,6 +164,7 @@ static void *vcpu_thread(void *arg)
 		return NULL;
 	}
 	vcpu_mark_kickable(v);
+	sandbox_thread_enter(SANDBOX_VCPU);
 	machine_wait_start(m);
 	while (!__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST)) {
 		if (vcpu_run(v) == 0) {
@@ -183,8 +185,10 @@ static void *vcpu_thread(void *arg)
 
 int vcpu_threads_start(struct machine *m)
 {
+	enum host_kvm kind;
 	sigset_t kick;
 
+	host_is_pvm = host_kvm_probe(&kind) == 0 && kind == HOST_KVM_PVM;
 	sigemptyset(&kick);
 	sigaddset(&kick, vcpu_kick_signal());
 	for (unsigned i = 0; i < m->vm.ncpus; i++) {

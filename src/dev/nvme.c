@@ -63,6 +63,7 @@
 #include "lib/devopts.h"
 #include "lib/log.h"
 #include "lib/parse.h"
+#include "lib/sandbox.h"
 
 /* ---- limits and defaults ---- */
 
@@ -1546,6 +1547,7 @@ static void *sq_main(void *arg)
 	struct blockif_req *done[NVME_REAP_BATCH];
 	uint64_t v;
 
+	sandbox_thread_enter(SANDBOX_NVME_SQ);
 	for (bool busy = false;;) {
 		uint32_t fired = 0;
 		unsigned n = busy ? blockif_poll(sq->ctx, done, NVME_REAP_BATCH, &fired)

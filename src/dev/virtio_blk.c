@@ -23,6 +23,7 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/parse.h"
+#include "lib/sandbox.h"
 
 #define VIRTIO_ID_BLOCK           2
 
@@ -395,6 +396,7 @@ static void *queue_main(void *arg)
 	char err[256];
 	uint64_t v;
 
+	sandbox_thread_enter(SANDBOX_BLK_QUEUE);
 	/* The ring belongs to the thread that submits to it, so it is made here. */
 	bq->ctx = blockif_ctx_create(bq->blk->bi, BLK_QUEUE_SIZE, err, sizeof(err));
 	if (bq->ctx == NULL || blockif_ctx_watch(bq->ctx, q->kick_fd, WATCH_KICK) < 0 ||

@@ -30,6 +30,7 @@
 #include "lib/log.h"
 #include "lib/mac.h"
 #include "lib/parse.h"
+#include "lib/sandbox.h"
 
 #define VIRTIO_ID_NET           1
 
@@ -263,6 +264,7 @@ static void *rx_main(void *arg)
 	bool starved = false;
 	uint64_t v;
 
+	sandbox_thread_enter(SANDBOX_NET_RX);
 	for (;;) {
 		/* Without buffers, wait for the guest's kick, not the tap. */
 		pfd[0].events = starved ? 0 : POLLIN;

@@ -448,6 +448,10 @@ int config_parse_assignment(const char *kv, char *err, size_t errlen)
 	}
 	memcpy(path, kv, len);
 	path[len] = '\0';
+	/* `sandbox=off` reads as the issue and khyve.8 spell it; the tree keeps
+	 * it as sandbox.enable beside sandbox.log and the other sandbox keys. */
+	if (strcmp(path, "sandbox") == 0)
+		snprintf(path, sizeof(path), "sandbox.enable");
 	if (config_set(path, eq + 1) < 0) {
 		snprintf(err, errlen, "invalid config key '%s'", path);
 		return -1;

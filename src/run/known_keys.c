@@ -45,7 +45,8 @@ static const struct known_key known_keys[] = {
     {"boot_probe",           KEY_BOOL}, /* port 0x80 boot timer */
     {"config.dump",          KEY_BOOL}, /* print the tree and exit */
     {"config.unknown",       KEY_ANY},  /* error (default) or warn */
-    {"sandbox",              KEY_BOOL}, /* seccomp and privilege drop (default on) */
+    {"sandbox.enable",       KEY_BOOL}, /* -o sandbox=: seccomp and privilege drop (default on) */
+    {"sandbox.selftest",     KEY_ANY},  /* tests: a role whose threads make a forbidden call */
     {"sandbox.log",          KEY_BOOL}, /* log a forbidden syscall instead of dying */
     {"sandbox.user",         KEY_ANY},  /* the user to drop to when started as root */
     {"user.*",               KEY_ANY},  /* yours: values for %(user.NAME) */

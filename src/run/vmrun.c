@@ -26,6 +26,7 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/parse.h"
+#include "lib/sandbox.h"
 #include "run/jail.h"
 #include "vmm/topology.h"
 #include "vmm/vcpu.h"
@@ -250,18 +251,26 @@ int vmrun(uint64_t start_ns)
 
 	m.exit_fd = -1;
 	m.start_ns = start_ns;
-	/* The jail in two halves: before any thread and file, after all of them. */
+	/* The jail in two halves: before any thread and file, after all of them;
+	 * then the seccomp filters (sandbox_arm), which forbid what the jail does. */
 	if (jail_prepare(err, sizeof(err)) < 0 || vcpu_kick_init() < 0 ||
-	    build_machine(&m, err, sizeof(err)) < 0 || jail_enter(err, sizeof(err)) < 0) {
+	    sandbox_setup(err, sizeof(err)) < 0 || build_machine(&m, err, sizeof(err)) < 0 ||
+	    jail_enter(err, sizeof(err)) < 0) {
 		log_err("%s", err[0] ? err : "cannot create the VM");
 		return KHYVE_EXIT_ERROR;
 	}
+	/* Filters go on after every host resource is open (and privileges are
+	 * dropped); the vCPUs wait until the main thread has its own. */
+	sandbox_arm();
+	machine_hold_start(&m);
 	if (vcpu_threads_start(&m) < 0) {
 		log_err("cannot start vCPU threads");
 		machine_request_exit(&m, KHYVE_EXIT_ERROR);
 	} else {
 		notify_ready();
 	}
+	sandbox_thread_enter(SANDBOX_MAIN);
+	machine_release_start(&m);
 	if (mevent_loop_run(m.loop) < 0)
 		machine_request_exit(&m, KHYVE_EXIT_ERROR);
 	vcpu_threads_join(&m);

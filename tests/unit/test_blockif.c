@@ -6,6 +6,8 @@
  */
 #include "unit.h"
 
+#include <liburing.h>
+
 #include <errno.h>
 #include <stdlib.h>
 
@@ -115,10 +117,26 @@ static void test_read_past_end(void **state)
 	assert_int_equal(r.result, -EIO);
 }
 
+/* The ring is made disabled, restricted to blockif's opcodes and enabled
+ * (uring_restrict): that must not push a kernel with io_uring onto the
+ * thread engine.  Skipped where io_uring is off (sysctl
+ * kernel.io_uring_disabled, seccomp in a container). */
+static void test_uring_engine_restricted(void **state)
+{
+	struct fixture *fx = *state;
+	struct io_uring probe;
+
+	if (io_uring_queue_init(1, &probe, 0) < 0)
+		skip();
+	io_uring_queue_exit(&probe);
+	assert_string_equal(blockif_ctx_engine(fx->ctx), "io_uring");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_write_flush_read, setup_uring, teardown),
+	    cmocka_unit_test_setup_teardown(test_uring_engine_restricted, setup_uring, teardown),
 	    cmocka_unit_test_setup_teardown(test_read_past_end, setup_uring, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_flush_read, setup_threads, teardown),
 	    cmocka_unit_test_setup_teardown(test_read_past_end, setup_threads, teardown),
