@@ -99,12 +99,13 @@ static const int main_calls[] = {
 	SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(lseek), SCMP_SYS(rt_sigaction), END};
 
 /* Exit handlers: UART output (stdio, tcp=), pflash msync, virtio-rnd run
- * inline, timers (RTC, NVMe), kicks; plus io_uring, disk I/O and thread
+ * inline, timers (RTC, NVMe), kicks (taking a pending kick signal after
+ * KVM_RUN's EINTR: vcpu_eat_kicks); plus io_uring, disk I/O and thread
  * start through the flags (role_table). */
 static const int vcpu_calls[] = {
 	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
 	SCMP_SYS(msync), SCMP_SYS(getrandom), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(sendto),
-	END};
+	SCMP_SYS(rt_sigtimedwait), END};
 
 /* virtio-rnd (getrandom) and virtio-net transmit (writev to the tap). */
 static const int worker_calls[] = {
