@@ -105,7 +105,9 @@ static const int main_calls[] = {
 static const int vcpu_calls[] = {
 	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
 	SCMP_SYS(msync), SCMP_SYS(getrandom), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(sendto),
-	SCMP_SYS(rt_sigtimedwait), END};
+	SCMP_SYS(rt_sigtimedwait),
+	/* the UART's FIFO has room again: console input is watched again */
+	SCMP_SYS(epoll_ctl), END};
 
 /* virtio-rnd (getrandom) and virtio-net transmit (writev to the tap). */
 static const int worker_calls[] = {
