@@ -246,9 +246,10 @@ FUZZ_SECONDS ?= 5
 fuzz-smoke: $(FUZZ_BIN)
 	@tests/fuzz/run-smoke $(FUZZ_SECONDS) $(BUILD)/fuzz $(FUZZ_BIN)
 
-# Each target for FUZZ_LONG_SECONDS, one after the other, with a table of
-# executions, exec/s, coverage and crashes (build/fuzz/fuzz-long.txt).
-# FUZZ_TARGETS=nvme,virtio picks some.  Not part of make check.
+# Each target for FUZZ_LONG_SECONDS, FUZZ_LONG_JOBS (default 1) at a time,
+# with a table of executions, exec/s, coverage and crashes
+# (build/fuzz/fuzz-long.txt).  FUZZ_TARGETS=nvme,virtio picks some.  Not
+# part of make check.
 FUZZ_LONG_SECONDS ?= 600
 FUZZ_LONG_BIN = $(if $(FUZZ_TARGETS),$(foreach t,$(subst $(comma), ,$(FUZZ_TARGETS)),$(BUILD)/fuzz/fuzz_$(t)),$(FUZZ_BIN))
 comma := ,

@@ -43,7 +43,7 @@
 #include <sched.h>
 
 #define RAM_GPA    0x100000ull
-#define RAM_SIZE   0x100000ull /* 1 MiB */
+#define RAM_SIZE   0x40000ull /* 256 KiB: zeroed for every input */
 #define PAGE       4096ull
 #define ASQ_GPA    (RAM_GPA + 0x0000)
 #define ACQ_GPA    (RAM_GPA + 0x1000)
