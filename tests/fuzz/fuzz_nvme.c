@@ -30,6 +30,11 @@
  *
  * Every input starts from controllers reset (CC.EN 0, which stops their
  * queue threads) and re-enabled with a 16-entry admin queue, in zeroed RAM.
+ *
+ * Speed: what an input costs is mostly the queue threads it starts and the
+ * waits for them (op 7), so the cost grows with its length; `make
+ * fuzz-long` caps inputs at 1 KiB (tests/fuzz/nvme.flags): room for a
+ * queue pair and about a dozen 64-byte commands with their PRP lists.
  */
 #include "fuzz.h"
 
