@@ -30,6 +30,7 @@
 #include "run/jail.h"
 #include "vmm/topology.h"
 #include "vmm/vcpu.h"
+#include "vmm/vcpu_stats.h"
 
 #define ERRLEN 512
 
@@ -240,6 +241,9 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot set the boot CPU state: %s", strerror(errno));
 		return -1;
 	}
+	/* Their stats fds open now, before the jail and the sandbox. */
+	if (vcpu_stats_register(&m->vm, true) < 0)
+		log_warn("no vCPU counters");
 	return 0;
 }
 
