@@ -86,8 +86,8 @@ struct virtio_net {
 	struct virtio_worker tx_worker;
 	struct vq_elem tx_elem;
 	struct iovec tx_iov[NET_TX_IOV];
-	/* Counters, each written by one thread (relaxed atomics); bytes are
-	 * frame bytes, without the virtio-net header. */
+	/* Counters, each written by one thread (relaxed atomic loads and
+	 * stores); bytes are frame bytes, without the virtio-net header. */
 	struct {
 		uint64_t packets, bytes;
 		uint64_t drops;     /* frames khyve dropped: too big for the buffers */
@@ -102,9 +102,11 @@ struct virtio_net {
 
 static struct ratelimit net_rl = RATELIMIT_INIT;
 
+/* Each counter has one writer (the receive thread, or the transmit
+ * worker): a relaxed load and store, no locked add. */
 static void count(uint64_t *c, uint64_t n)
 {
-	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
 /* ---- transmit: guest -> tap ---- */

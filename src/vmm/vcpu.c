@@ -184,8 +184,10 @@ int vcpu_run(struct vcpu *v)
 {
 	int rc = ioctl(v->fd, KVM_RUN, 0);
 	int err = errno;
+	uint64_t *c = &v->exits[exit_kind(v, rc, err)];
 
-	__atomic_fetch_add(&v->exits[exit_kind(v, rc, err)], 1, __ATOMIC_RELAXED);
+	/* Only this vCPU's thread writes: no locked add. */
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 	errno = err;
 	return rc;
 }

@@ -34,8 +34,8 @@ struct vcpu {
 	bool thread_started; /* `thread` exists (set by its creator, for joining) */
 	pthread_t self;      /* the thread, as it wrote itself before `kickable` */
 	bool kickable;       /* the thread blocks the kick signal: kicks are never lost */
-	/* KVM_RUN returns by kind: written by the vCPU's thread (relaxed
-	 * atomics), read from any thread. */
+	/* KVM_RUN returns by kind: written by vcpu_run() on the vCPU's own
+	 * thread (relaxed atomic loads and stores), read from any thread. */
 	uint64_t exits[VCPU_EXIT_KINDS];
 };
 
