@@ -16,8 +16,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "lib/config.h"
 #include "lib/clock.h"
+#include "lib/config.h"
+#include "lib/counters.h"
 #include "lib/devopts.h"
 #include "lib/parse.h"
 #include "lib/sandbox.h"
@@ -26,14 +27,33 @@
 /* user_data values below this are watch tags, not request pointers. */
 #define WATCH_DATA_MAX 256
 
+/*
+ * What a context's requests did (blockif_register_counters()): updated by
+ * the one thread that takes requests back from the context (a ring is
+ * never shared), a cache line of its own per context so that queue
+ * threads never share one; read by the counter registry's reader.
+ */
+struct disk_counts {
+	uint64_t reads, writes, read_bytes, write_bytes, flushes, discards, errors;
+	struct lat_hist lat;
+};
+
 struct blockif {
 	int fd;
 	uint64_t size;
 	uint32_t sectsz, psectsz;
 	bool ro, candelete, isblk;
+	/* counters: the live contexts, and what destroyed ones counted */
+	pthread_mutex_t count_lock; /* the list and `gone`; never taken on a request's path */
+	struct blockif_ctx *ctxs;
+	struct disk_counts gone;
+	struct counter_source src;
+	bool registered;
 };
 
 struct blockif_ctx {
+	struct disk_counts counts __attribute__((aligned(64)));
+	struct blockif_ctx *next_ctx; /* bi->ctxs, under bi->count_lock */
 	struct blockif *bi;
 	unsigned depth;
 	bool uring;
@@ -161,6 +181,7 @@ struct blockif *blockif_open(const char *path, const struct blockif_opts *o, cha
 
 	if (bi == NULL)
 		return NULL;
+	pthread_mutex_init(&bi->count_lock, NULL);
 	/* Asked now, while the disk is opened: the queue threads that use it
 	 * later run sandboxed, where sysconf() may not read /sys. */
 	(void)blockif_default_poll_us();
@@ -194,7 +215,11 @@ void blockif_close(struct blockif *bi)
 	if (bi == NULL)
 		return;
 	close(bi->fd);
-	free(bi);
+	bi->fd = -1;
+	if (!bi->registered) {
+		pthread_mutex_destroy(&bi->count_lock);
+		free(bi);
+	}
 }
 
 uint64_t blockif_size(const struct blockif *bi)
@@ -552,14 +577,150 @@ static unsigned pool_reap(struct blockif_ctx *ctx, struct blockif_req **out, uns
 	return n;
 }
 
+/* ---- counters (blockif_register_counters) ---- */
+
+static void counts_add(struct disk_counts *to, const struct disk_counts *from)
+{
+#define ADD(f) (to->f += __atomic_load_n(&from->f, __ATOMIC_RELAXED))
+	ADD(reads);
+	ADD(writes);
+	ADD(read_bytes);
+	ADD(write_bytes);
+	ADD(flushes);
+	ADD(discards);
+	ADD(errors);
+	for (unsigned i = 0; i < LAT_HIST_BUCKETS; i++)
+		ADD(lat.count[i]);
+	ADD(lat.sum_us);
+#undef ADD
+}
+
+static void counts_link(struct blockif_ctx *ctx)
+{
+	pthread_mutex_lock(&ctx->bi->count_lock);
+	ctx->next_ctx = ctx->bi->ctxs;
+	ctx->bi->ctxs = ctx;
+	pthread_mutex_unlock(&ctx->bi->count_lock);
+}
+
+/* A context goes: what it counted stays with its image. */
+static void counts_unlink(struct blockif_ctx *ctx)
+{
+	struct blockif *bi = ctx->bi;
+
+	pthread_mutex_lock(&bi->count_lock);
+	for (struct blockif_ctx **p = &bi->ctxs; *p != NULL; p = &(*p)->next_ctx) {
+		if (*p == ctx) {
+			*p = ctx->next_ctx;
+			counts_add(&bi->gone, &ctx->counts);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&bi->count_lock);
+}
+
+/* One writer: a relaxed load and store, no locked add, and the reader
+ * still never sees a torn value. */
+static void bump(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+static void count_one(struct disk_counts *c, const struct blockif_req *req, uint64_t now)
+{
+	bool ok = req->result >= 0;
+
+	switch (req->op) {
+	case BLOCKIF_READ:
+		bump(&c->reads, 1);
+		if (ok)
+			bump(&c->read_bytes, req->done);
+		break;
+	case BLOCKIF_WRITE:
+	case BLOCKIF_WRITE_ZEROES:
+		bump(&c->writes, 1);
+		if (ok)
+			bump(&c->write_bytes, req->op == BLOCKIF_WRITE ? req->done : req->len);
+		break;
+	case BLOCKIF_FLUSH:
+		bump(&c->flushes, 1);
+		break;
+	case BLOCKIF_DISCARD:
+		bump(&c->discards, 1);
+		break;
+	}
+	if (!ok)
+		bump(&c->errors, 1);
+	lat_hist_add(&c->lat, now > req->queued_ns ? now - req->queued_ns : 0);
+}
+
+/* Count the `n` requests going back to the caller; returns `n`. */
+static unsigned count_done(struct blockif_ctx *ctx, struct blockif_req **out, unsigned n)
+{
+	uint64_t now;
+
+	if (n == 0)
+		return 0;
+	now = monotonic_ns();
+	for (unsigned i = 0; i < n; i++)
+		count_one(&ctx->counts, out[i], now);
+	return n;
+}
+
+/* The registry's reader (the API thread): no system call but an
+ * uncontended futex at worst, since the lock is only taken when a
+ * context comes or goes. */
+static void read_counters(void *arg, struct counter_out *o)
+{
+	struct blockif *bi = arg;
+	struct disk_counts sum;
+
+	pthread_mutex_lock(&bi->count_lock);
+	sum = bi->gone;
+	for (struct blockif_ctx *c = bi->ctxs; c != NULL; c = c->next_ctx)
+		counts_add(&sum, &c->counts);
+	pthread_mutex_unlock(&bi->count_lock);
+	o->put(o, "reads_total", sum.reads);
+	o->put(o, "writes_total", sum.writes);
+	o->put(o, "read_bytes_total", sum.read_bytes);
+	o->put(o, "write_bytes_total", sum.write_bytes);
+	o->put(o, "flushes_total", sum.flushes);
+	o->put(o, "discards_total", sum.discards);
+	o->put(o, "errors_total", sum.errors);
+	counter_put_lat(o, "latency_us", &sum.lat);
+}
+
+static void count_disk(struct counter_source *s, void *ctx)
+{
+	if (s->kind == COUNTER_DISK)
+		(*(unsigned *)ctx)++;
+}
+
+int blockif_register_counters(struct blockif *bi)
+{
+	unsigned n = 0;
+
+	counters_foreach(count_disk, &n);
+	bi->src.kind = COUNTER_DISK;
+	snprintf(bi->src.name, sizeof(bi->src.name), "disk%u", n);
+	bi->src.read = read_counters;
+	bi->src.arg = bi;
+	if (counters_register(&bi->src) < 0)
+		return -1;
+	bi->registered = true;
+	return 0;
+}
+
 /* ---- public context API ---- */
 
 struct blockif_ctx *blockif_ctx_create(struct blockif *bi, unsigned depth, char *err, size_t errlen)
 {
-	struct blockif_ctx *ctx = calloc(1, sizeof(*ctx));
+	/* Aligned: its counters share no cache line with other data. */
+	struct blockif_ctx *ctx = aligned_alloc(64, sizeof(*ctx));
 
 	if (ctx == NULL)
 		return NULL;
+	memset(ctx, 0, sizeof(*ctx));
 	ctx->bi = bi;
 	ctx->depth = depth ? depth : 1;
 	ctx->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -567,10 +728,13 @@ struct blockif_ctx *blockif_ctx_create(struct blockif *bi, unsigned depth, char 
 		goto fail;
 	if (uring_setup(ctx) == 0) {
 		ctx->uring = true;
+		counts_link(ctx);
 		return ctx;
 	}
-	if (pool_setup(ctx) == 0)
+	if (pool_setup(ctx) == 0) {
+		counts_link(ctx);
 		return ctx;
+	}
 fail:
 	snprintf(err, errlen, "cannot set up disk I/O: %s", strerror(errno));
 	blockif_ctx_destroy(ctx);
@@ -581,6 +745,7 @@ void blockif_ctx_destroy(struct blockif_ctx *ctx)
 {
 	if (ctx == NULL)
 		return;
+	counts_unlink(ctx);
 	sandbox_cancel_wake(pool_wake, ctx);
 	if (ctx->uring) {
 		io_uring_queue_exit(&ctx->ring);
@@ -640,6 +805,7 @@ void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req)
 {
 	req->done = 0;
 	req->result = 0;
+	req->queued_ns = monotonic_ns();
 	if ((req->op == BLOCKIF_WRITE || req->op == BLOCKIF_DISCARD ||
 	     req->op == BLOCKIF_WRITE_ZEROES) &&
 	    ctx->bi->ro)
@@ -724,6 +890,8 @@ static unsigned uring_wait(struct blockif_ctx *ctx, struct blockif_req **out, un
 	return n + uring_drain(ctx, out + n, max - n, fired);
 }
 
+static unsigned reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max);
+
 static unsigned pool_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
                           uint32_t *fired)
 {
@@ -731,7 +899,7 @@ static unsigned pool_wait(struct blockif_ctx *ctx, struct blockif_req **out, uns
 	unsigned n;
 
 	blockif_submit(ctx);
-	n = blockif_reap(ctx, out, max);
+	n = reap(ctx, out, max);
 	pfd[0] = (struct pollfd){ctx->efd, POLLIN, 0};
 	for (unsigned i = 0; i < ctx->nwatch; i++)
 		pfd[i + 1] = (struct pollfd){ctx->watch_fd[i], POLLIN, 0};
@@ -741,14 +909,16 @@ static unsigned pool_wait(struct blockif_ctx *ctx, struct blockif_req **out, uns
 		if (pfd[i + 1].revents)
 			*fired |= ctx->watch_tag[i];
 	if (n == 0 && pfd[0].revents)
-		n = blockif_reap(ctx, out, max);
+		n = reap(ctx, out, max);
 	return n;
 }
 
 unsigned blockif_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
                       uint32_t *fired)
 {
-	return ctx->uring ? uring_wait(ctx, out, max, fired) : pool_wait(ctx, out, max, fired);
+	return count_done(ctx, out,
+	                  ctx->uring ? uring_wait(ctx, out, max, fired)
+	                             : pool_wait(ctx, out, max, fired));
 }
 
 unsigned blockif_poll(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
@@ -758,11 +928,11 @@ unsigned blockif_poll(struct blockif_ctx *ctx, struct blockif_req **out, unsigne
 
 	if (!ctx->uring) {
 		blockif_submit(ctx);
-		return blockif_reap(ctx, out, max);
+		return count_done(ctx, out, reap(ctx, out, max));
 	}
 	n = take_quick(ctx, out, max);
 	io_uring_submit(&ctx->ring);
-	return n + uring_drain(ctx, out + n, max - n, fired);
+	return count_done(ctx, out, n + uring_drain(ctx, out + n, max - n, fired));
 }
 
 bool blockif_ready(struct blockif_ctx *ctx)
@@ -774,7 +944,8 @@ bool blockif_ready(struct blockif_ctx *ctx)
 	return __atomic_load_n(&ctx->done_head, __ATOMIC_ACQUIRE) != NULL;
 }
 
-unsigned blockif_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max)
+/* blockif_reap() without the counting, for the engines' wait paths. */
+static unsigned reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max)
 {
 	uint64_t v;
 	unsigned n = 0;
@@ -795,4 +966,9 @@ unsigned blockif_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigne
 	if (n == max)
 		signal_efd(ctx); /* more may be waiting: stay readable */
 	return n;
+}
+
+unsigned blockif_reap(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max)
+{
+	return count_done(ctx, out, reap(ctx, out, max));
 }

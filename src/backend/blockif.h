@@ -79,6 +79,7 @@ struct blockif_req {
 	/* private */
 	uint64_t done;
 	uint64_t seq;
+	uint64_t queued_ns; /* monotonic_ns() at blockif_queue(), for latency_us */
 	struct blockif_req *next;
 };
 
@@ -126,6 +127,23 @@ unsigned blockif_poll(struct blockif_ctx *ctx, struct blockif_req **out, unsigne
 /* True when blockif_poll() would return something (cheap: no syscall with
  * io_uring). */
 bool blockif_ready(struct blockif_ctx *ctx);
+
+/*
+ * Show this image's requests in the counter registry (lib/counters.h) as
+ * disk "diskN", N the number of disks registered before it: a disk device
+ * calls it once, at the end of a successful init, so that the names follow
+ * PCI slot order (and port order within an AHCI controller).  Keys:
+ * reads_total, writes_total, read_bytes_total, write_bytes_total,
+ * flushes_total, discards_total, errors_total and the histogram latency_us
+ * (from blockif_queue() to the request's return by blockif_reap(),
+ * blockif_wait() or blockif_poll()).  A write-zeroes request counts as a
+ * write of its length (as QEMU's block accounting does); bytes count only
+ * for requests that succeeded; a failed request counts as its kind and as
+ * an error.  A registered image outlives blockif_close(), which then only
+ * closes its file: the registry keeps pointing at it.  0, or -1 when the
+ * registry refused the name.
+ */
+int blockif_register_counters(struct blockif *bi);
 
 /* Name of the engine in use: "io_uring" or "threads". */
 const char *blockif_ctx_engine(const struct blockif_ctx *ctx);

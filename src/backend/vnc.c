@@ -19,6 +19,7 @@
 #include "backend/vnc.h"
 
 #include "backend/console.h"
+#include "lib/counters.h"
 #include "lib/keymap.h"
 #include "lib/log.h"
 #include "lib/sandbox.h"
@@ -90,6 +91,9 @@ struct vnc_server {
 	/* vnc_get_stats(): totals of clients gone, and the snapshot. */
 	uint64_t gone_bytes, gone_updates;
 	_Atomic uint64_t stat_bytes, stat_updates, stat_refreshes;
+	_Atomic unsigned stat_clients;
+	_Atomic uint64_t stat_connections;
+	struct counter_source counters;
 
 	int port; /* the bound TCP port, 0 for a UNIX socket */
 	char *unix_path;
@@ -340,6 +344,7 @@ static void on_client_gone(rfbClientPtr cl)
 #endif
 	if (s->nclients > 0)
 		s->nclients--;
+	atomic_store(&s->stat_clients, s->nclients);
 }
 
 static enum rfbNewClientAction on_new_client(rfbClientPtr cl)
@@ -352,6 +357,8 @@ static enum rfbNewClientAction on_new_client(rfbClientPtr cl)
 	cl->clientData = c;
 	cl->clientGoneHook = on_client_gone;
 	s->nclients++;
+	atomic_store(&s->stat_clients, s->nclients);
+	atomic_fetch_add(&s->stat_connections, 1);
 	s->need_full = true;
 	s->new_client = true;
 	return RFB_CLIENT_ACCEPT;
@@ -812,6 +819,28 @@ void vnc_get_stats(struct vnc_server *s, struct vnc_stats *st)
 	st->bytes_sent = atomic_load(&s->stat_bytes);
 	st->updates_sent = atomic_load(&s->stat_updates);
 	st->changed_refreshes = atomic_load(&s->stat_refreshes);
+	st->clients = atomic_load(&s->stat_clients);
+	st->connections = atomic_load(&s->stat_connections);
+}
+
+static void read_counters(void *arg, struct counter_out *o)
+{
+	struct vnc_stats st;
+
+	vnc_get_stats(arg, &st);
+	o->put(o, "clients", st.clients);
+	o->put(o, "connections_total", st.connections);
+	o->put(o, "bytes_sent_total", st.bytes_sent);
+	o->put(o, "updates_sent_total", st.updates_sent);
+}
+
+int vnc_register_counters(struct vnc_server *s)
+{
+	s->counters.kind = COUNTER_VNC;
+	snprintf(s->counters.name, sizeof(s->counters.name), "vnc");
+	s->counters.read = read_counters;
+	s->counters.arg = s;
+	return counters_register(&s->counters);
 }
 
 void vnc_stop(struct vnc_server *s)

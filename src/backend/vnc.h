@@ -45,11 +45,22 @@ struct vnc_stats {
 	uint64_t bytes_sent;
 	uint64_t updates_sent;
 	uint64_t changed_refreshes;
+	unsigned clients;     /* connected now */
+	uint64_t connections; /* clients accepted since the start */
 };
 
 /* A snapshot of the counters; any thread.  Updated by the VNC thread about
  * 30 times a second. */
 void vnc_get_stats(struct vnc_server *s, struct vnc_stats *st);
+
+/*
+ * Show the server in the counter registry (lib/counters.h) as source "vnc":
+ * clients (now), connections_total, bytes_sent_total, updates_sent_total.
+ * Once per server; a registered server must not be stopped (the registry
+ * keeps pointing at it; fbuf's lives as long as the VM).  0, or -1 when the
+ * registry already has a "vnc".
+ */
+int vnc_register_counters(struct vnc_server *s);
 
 /* Stop the thread, close every client and the listening socket. */
 void vnc_stop(struct vnc_server *s);

@@ -1789,6 +1789,10 @@ static int ahci_init(struct machine *m, struct pci_func *f, struct config_node *
 	pci_enable_intx(f);
 	f->softc = h;
 	hba_reset(h);
+	/* Disks get their counter names (disk0, ...) in port order. */
+	for (unsigned i = 0; i < AHCI_MAX_PORTS; i++)
+		if (h->port[i].present && blockif_register_counters(h->port[i].bi) < 0)
+			log_warn("ahci: port %u: no counters", i);
 	return 0;
 fail:
 	hba_free(h);

@@ -958,6 +958,8 @@ static int start_vnc(struct fbuf *fb, const struct fbuf_opts *o, char *err, size
 	fb->vnc = vnc_start(&vc, err, errlen);
 	if (fb->vnc == NULL && o->wait)
 		machine_release_start(fb->m);
+	if (fb->vnc != NULL && vnc_register_counters(fb->vnc) < 0)
+		log_warn("vnc: no counters (a second display?)");
 	return fb->vnc != NULL ? 0 : -1;
 }
 

@@ -2361,6 +2361,8 @@ static int nvme_init(struct machine *m, struct pci_func *f, struct config_node *
 		snprintf(err, errlen, "no room for the BARs");
 		return -1; /* the function is half made: khyve exits */
 	}
+	if (blockif_register_counters(c->bi) < 0)
+		log_warn("nvme: %s: no counters", path);
 	return 0;
 fail:
 	if (ramfd >= 0)

@@ -637,8 +637,12 @@ static int blk_init(struct machine *m, struct pci_func *f, struct config_node *n
 	}
 	make_ident(blk, path, config_node_get(node, "ser"));
 	fill_config(blk);
-	return virtio_pci_init(&blk->vd, f, &blk_ops, blk, blk->nqueues, BLK_QUEUE_SIZE,
-	                       blk_features(blk), sizeof(blk->cfg), err, errlen);
+	if (virtio_pci_init(&blk->vd, f, &blk_ops, blk, blk->nqueues, BLK_QUEUE_SIZE,
+	                    blk_features(blk), sizeof(blk->cfg), err, errlen) < 0)
+		return -1;
+	if (blockif_register_counters(blk->bi) < 0)
+		log_warn("virtio-blk: %s: no counters", path);
+	return 0;
 fail:
 	free(blk);
 	return -1;

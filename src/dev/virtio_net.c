@@ -9,6 +9,8 @@
  * fill several descriptor chains (num_buffers).  One thread per direction.
  * The default MAC is bhyve's: OUI 00:a0:98 and the first three bytes of
  * MD5("SLOT-FUNC-VMNAME"), so a VM keeps its address when moved from bhyve.
+ * Each NIC counts its frames for the API as "net0", "net1", ... in slot
+ * order (lib/counters.h).
  */
 #include <errno.h>
 #include <poll.h>
@@ -26,6 +28,7 @@
 #include "bus/virtio_pci.h"
 #include "core/machine.h"
 #include "lib/config.h"
+#include "lib/counters.h"
 #include "lib/devopts.h"
 #include "lib/log.h"
 #include "lib/mac.h"
@@ -83,11 +86,47 @@ struct virtio_net {
 	struct virtio_worker tx_worker;
 	struct vq_elem tx_elem;
 	struct iovec tx_iov[NET_TX_IOV];
+	/* Counters, each written by one thread (relaxed atomic loads and
+	 * stores); bytes are frame bytes, without the virtio-net header. */
+	struct {
+		uint64_t packets, bytes;
+		uint64_t drops;     /* frames khyve dropped: too big for the buffers */
+		uint64_t no_buffer; /* times the guest's buffers ran out */
+	} rx;
+	struct {
+		uint64_t packets, bytes;
+		uint64_t drops; /* frames the tap refused (write failed, EAGAIN) */
+	} tx;
+	struct counter_source counters;
 };
 
 static struct ratelimit net_rl = RATELIMIT_INIT;
 
+/* Each counter has one writer (the receive thread, or the transmit
+ * worker): a relaxed load and store, no locked add. */
+static void count(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
 /* ---- transmit: guest -> tap ---- */
+
+/* Header and frame go to the tap as they are; a frame the tap cannot take
+ * is dropped, as a full NIC queue would. */
+static void tx_frame(struct virtio_net *net, const struct vq_elem *e)
+{
+	ssize_t n = writev(tap_fd(net->tap), e->iov, (int)e->nread);
+
+	if (n < 0) {
+		count(&net->tx.drops, 1);
+		if (errno != EAGAIN)
+			log_ratelimited(&net_rl, LOG_DEBUG, "virtio-net: tap write: %s",
+			                strerror(errno));
+		return;
+	}
+	count(&net->tx.packets, 1);
+	count(&net->tx.bytes, n > NET_HDR_LEN ? (uint64_t)n - NET_HDR_LEN : 0);
+}
 
 static void net_tx(struct virtio_dev *vd, unsigned qi)
 {
@@ -98,12 +137,8 @@ static void net_tx(struct virtio_dev *vd, unsigned qi)
 	bool pushed = false;
 
 	while ((r = vq_pop(vq, e)) == VQ_GOT) {
-		/* Header and frame go to the tap as they are; a frame the tap
-		 * cannot take is dropped, as a full NIC queue would. */
-		if (e->nread > 0 && e->read_len > NET_HDR_LEN &&
-		    writev(tap_fd(net->tap), e->iov, (int)e->nread) < 0 && errno != EAGAIN)
-			log_ratelimited(&net_rl, LOG_DEBUG, "virtio-net: tap write: %s",
-			                strerror(errno));
+		if (e->nread > 0 && e->read_len > NET_HDR_LEN)
+			tx_frame(net, e);
 		vq_push(vq, e->head, 0);
 		pushed = true;
 	}
@@ -202,6 +237,7 @@ static ssize_t rx_read(struct virtio_net *net, unsigned niov, uint64_t room)
 	if (n <= 0)
 		return -1;
 	if ((uint64_t)n > room) {
+		count(&net->rx.drops, 1);
 		log_ratelimited(&net_rl, LOG_DEBUG, "virtio-net: %zd-byte frame dropped", n);
 		return 0;
 	}
@@ -235,6 +271,9 @@ static bool rx_drain(struct virtio_net *net, struct virtio_queue *q)
 			starved = !vq_enable_kicks(&q->vq, true);
 			if (!starved)
 				continue; /* buffers arrived meanwhile */
+			/* Frames wait in the tap's queue now; what overflows it
+			 * the host counts as the tap's TX drops. */
+			count(&net->rx.no_buffer, 1);
 			break;
 		}
 		n = rx_read(net, niov, room);
@@ -245,6 +284,8 @@ static bool rx_drain(struct virtio_net *net, struct virtio_queue *q)
 			continue; /* a frame too big for the buffers was dropped */
 		}
 		virtio_net_rx_publish(&q->vq, net->rx_elem, nchains, (size_t)n, mergeable);
+		count(&net->rx.packets, 1);
+		count(&net->rx.bytes, n > NET_HDR_LEN ? (uint64_t)n - NET_HDR_LEN : 0);
 		pushed = true;
 	}
 	if (pushed && vq_should_notify(&q->vq))
@@ -349,6 +390,46 @@ static const struct virtio_ops net_ops = {
     .features_ok = net_features_ok,
 };
 
+/* ---- counters ---- */
+
+static uint64_t load(const uint64_t *c)
+{
+	return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+static void net_read_counters(void *arg, struct counter_out *o)
+{
+	struct virtio_net *net = arg;
+
+	o->put(o, "rx_packets_total", load(&net->rx.packets));
+	o->put(o, "rx_bytes_total", load(&net->rx.bytes));
+	o->put(o, "tx_packets_total", load(&net->tx.packets));
+	o->put(o, "tx_bytes_total", load(&net->tx.bytes));
+	o->put(o, "rx_drops_total", load(&net->rx.drops));
+	o->put(o, "tx_drops_total", load(&net->tx.drops));
+	o->put(o, "rx_no_buffer_total", load(&net->rx.no_buffer));
+}
+
+static void count_nic(struct counter_source *s, void *ctx)
+{
+	if (s->kind == COUNTER_NIC)
+		(*(unsigned *)ctx)++;
+}
+
+/* "netN", N the NICs registered before: slot order, as pci_init() goes. */
+static void net_register_counters(struct virtio_net *net)
+{
+	unsigned n = 0;
+
+	counters_foreach(count_nic, &n);
+	net->counters.kind = COUNTER_NIC;
+	snprintf(net->counters.name, sizeof(net->counters.name), "net%u", n);
+	net->counters.read = net_read_counters;
+	net->counters.arg = net;
+	if (counters_register(&net->counters) < 0)
+		log_warn("virtio-net: %s: no counters", tap_name(net->tap));
+}
+
 /* ---- creation ---- */
 
 static int net_legacy_config(struct config_node *node, const char *conf, char *err, size_t errlen)
@@ -419,8 +500,11 @@ static int net_init(struct machine *m, struct pci_func *f, struct config_node *n
 		goto fail;
 	if (net->cfg.mtu != 0 && tap_set_mtu(net->tap, net->cfg.mtu) < 0)
 		log_warn("virtio-net: cannot set the MTU of %s", backend);
-	return virtio_pci_init(&net->vd, f, &net_ops, net, 2, NET_QUEUE_SIZE, features,
-	                       sizeof(net->cfg), err, errlen);
+	if (virtio_pci_init(&net->vd, f, &net_ops, net, 2, NET_QUEUE_SIZE, features,
+	                    sizeof(net->cfg), err, errlen) < 0)
+		return -1;
+	net_register_counters(net);
+	return 0;
 fail:
 	tap_close(net->tap);
 	free(net->rx_bounce);

@@ -40,14 +40,19 @@ void counters_reset(void)
 
 void lat_hist_add(struct lat_hist *h, uint64_t ns)
 {
-	uint64_t us = ns / 1000;
 	unsigned i = 0;
 
-	/* Bucket i ends at 2^(i+4) us. */
-	while (i < LAT_HIST_BUCKETS - 1 && us > (16ull << i))
-		i++;
+	/* Bucket i ends at 2^(i+4) us = 16000 << i ns, compared in ns so that
+	 * 16.001 us lands above 16 us: the first i with ns <= 16000 << i is
+	 * the bit length of (ns - 1) / 16000. */
+	if (ns > 16000) {
+		i = 64 - (unsigned)__builtin_clzll((ns - 1) / 16000);
+		if (i > LAT_HIST_BUCKETS - 1)
+			i = LAT_HIST_BUCKETS - 1;
+	}
 	__atomic_fetch_add(&h->count[i], 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&h->sum_us, us, __ATOMIC_RELAXED);
+	/* Rounded, so that many short requests do not sum to too little. */
+	__atomic_fetch_add(&h->sum_us, ns / 1000 + (ns % 1000 >= 500), __ATOMIC_RELAXED);
 }
 
 void counter_put_lat(struct counter_out *o, const char *key, const struct lat_hist *h)

@@ -30,6 +30,7 @@
 #include "run/jail.h"
 #include "vmm/topology.h"
 #include "vmm/vcpu.h"
+#include "vmm/vcpu_stats.h"
 
 #define ERRLEN 512
 
@@ -212,6 +213,7 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 	struct boot_cpu_state cpu;
 	bool strict = false;
 	uint64_t memsize;
+	int stats;
 
 	m->name = config_get("name");
 	if (topology_from_config(&topo, err, errlen) < 0)
@@ -240,6 +242,12 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot set the boot CPU state: %s", strerror(errno));
 		return -1;
 	}
+	/* Their stats fds open now, before the jail and the sandbox. */
+	stats = vcpu_stats_register(&m->vm, true);
+	if (stats < 0)
+		log_warn("no vCPU counters");
+	else
+		log_debug("vCPU counters: KVM statistics for %d of %u vCPUs", stats, m->vm.ncpus);
 	return 0;
 }
 

@@ -160,9 +160,36 @@ int vcpu_set_boot_state(struct vcpu *v, const struct boot_cpu_state *s)
 	return 0;
 }
 
+static enum vcpu_exit_kind exit_kind(const struct vcpu *v, int rc, int err)
+{
+	if (rc < 0)
+		return err == EINTR || err == EAGAIN ? VCPU_EXIT_SIGNAL : VCPU_EXIT_OTHER;
+	switch (v->run->exit_reason) {
+	case KVM_EXIT_IO:
+		return VCPU_EXIT_IO;
+	case KVM_EXIT_MMIO:
+		return VCPU_EXIT_MMIO;
+	case KVM_EXIT_INTR:
+		return VCPU_EXIT_SIGNAL;
+	case KVM_EXIT_HLT:
+		return VCPU_EXIT_HLT;
+	case KVM_EXIT_SYSTEM_EVENT:
+		return VCPU_EXIT_SYSTEM_EVENT;
+	default:
+		return VCPU_EXIT_OTHER;
+	}
+}
+
 int vcpu_run(struct vcpu *v)
 {
-	return ioctl(v->fd, KVM_RUN, 0);
+	int rc = ioctl(v->fd, KVM_RUN, 0);
+	int err = errno;
+	uint64_t *c = &v->exits[exit_kind(v, rc, err)];
+
+	/* Only this vCPU's thread writes: no locked add. */
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	errno = err;
+	return rc;
 }
 
 void vcpu_kick(struct vcpu *v)

@@ -12,6 +12,18 @@
 
 struct vm;
 
+/* Why KVM_RUN returned, as vcpu_run() counts it for the vCPU counters
+ * (vmm/vcpu_stats.h) where KVM has no statistics of its own. */
+enum vcpu_exit_kind {
+	VCPU_EXIT_IO,
+	VCPU_EXIT_MMIO,
+	VCPU_EXIT_SIGNAL, /* KVM_EXIT_INTR, or EINTR: a kick */
+	VCPU_EXIT_HLT,
+	VCPU_EXIT_SYSTEM_EVENT,
+	VCPU_EXIT_OTHER, /* any other exit reason or error */
+	VCPU_EXIT_KINDS
+};
+
 struct vcpu {
 	struct vm *vm;
 	unsigned index;   /* 0 = bootstrap processor */
@@ -22,6 +34,9 @@ struct vcpu {
 	bool thread_started; /* `thread` exists (set by its creator, for joining) */
 	pthread_t self;      /* the thread, as it wrote itself before `kickable` */
 	bool kickable;       /* the thread blocks the kick signal: kicks are never lost */
+	/* KVM_RUN returns by kind: written by vcpu_run() on the vCPU's own
+	 * thread (relaxed atomic loads and stores), read from any thread. */
+	uint64_t exits[VCPU_EXIT_KINDS];
 };
 
 /* How the bootstrap processor starts. */
@@ -59,7 +74,8 @@ int vcpu_init_lapic(struct vcpu *v);
 /* Load the boot state (no-op for BOOT_RESET); 0 or -1. */
 int vcpu_set_boot_state(struct vcpu *v, const struct boot_cpu_state *s);
 
-/* One KVM_RUN; returns 0, or -1 with errno (EINTR when kicked). */
+/* One KVM_RUN; returns 0, or -1 with errno (EINTR when kicked).  Counts
+ * the return in v->exits. */
 int vcpu_run(struct vcpu *v);
 
 /* Make a running or about-to-run KVM_RUN return with EINTR (any thread). */

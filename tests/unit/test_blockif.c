@@ -2,7 +2,9 @@
  * The block back end (src/backend/blockif.h) on a temporary image, with
  * both engines: writes, reads and flushes come back with the right results
  * and data, a flush with nothing in flight completes without a trip through
- * the ring, and a flush queued beside a write still completes.
+ * the ring, and a flush queued beside a write still completes.  Its
+ * counters (blockif_register_counters) count each kind, bytes, errors and
+ * latencies, and keep what a destroyed context counted.
  */
 #include "unit.h"
 
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 
 #include "backend/blockif.h"
+#include "unit_counters.h"
 
 #define IMG_BYTES (1u << 20)
 #define BLOCK     4096u
@@ -117,6 +120,94 @@ static void test_read_past_end(void **state)
 	assert_int_equal(r.result, -EIO);
 }
 
+struct find_arg {
+	const void *arg;
+	struct counter_source *found;
+};
+
+static void match_arg(struct counter_source *s, void *ctx)
+{
+	struct find_arg *f = ctx;
+
+	if (s->arg == f->arg)
+		f->found = s;
+}
+
+/* What the registry shows for `bi`. */
+static void read_disk(struct blockif *bi, struct unit_counters *c)
+{
+	struct find_arg f = {bi, NULL};
+
+	counters_foreach(match_arg, &f);
+	assert_non_null(f.found);
+	assert_int_equal(f.found->kind, COUNTER_DISK);
+	assert_memory_equal(f.found->name, "disk", 4);
+	unit_counters_init(c);
+	f.found->read(f.found->arg, &c->out);
+	assert_false(c->duplicate);
+}
+
+static void test_counters(void **state)
+{
+	struct fixture *fx = *state;
+	static uint8_t buf[2 * BLOCK];
+	struct iovec iov = {buf, sizeof(buf)}, iov2 = {buf, BLOCK};
+	struct blockif_req w = {.op = BLOCKIF_WRITE, .offset = 0, .iov = &iov, .iovcnt = 1};
+	struct blockif_req r = {.op = BLOCKIF_READ, .offset = BLOCK, .iov = &iov2, .iovcnt = 1};
+	struct blockif_req f = {.op = BLOCKIF_FLUSH};
+	struct blockif_req d = {.op = BLOCKIF_DISCARD, .offset = 0, .len = BLOCK};
+	struct blockif_req z = {.op = BLOCKIF_WRITE_ZEROES, .offset = BLOCK, .len = BLOCK};
+	struct blockif_req bad = {
+	    .op = BLOCKIF_READ, .offset = IMG_BYTES, .iov = &iov2, .iovcnt = 1};
+	const struct unit_hist *lat;
+	struct unit_counters c;
+	char err[256];
+
+	assert_int_equal(blockif_register_counters(fx->bi), 0);
+	read_disk(fx->bi, &c);
+	assert_int_equal(unit_counter(&c, "reads_total"), 0);
+	assert_int_equal(unit_counter(&c, "errors_total"), 0);
+	blockif_queue(fx->ctx, &w);
+	finish(fx->ctx, 1);
+	blockif_queue(fx->ctx, &r);
+	blockif_queue(fx->ctx, &f);
+	finish(fx->ctx, 2);
+	blockif_queue(fx->ctx, &d);
+	blockif_queue(fx->ctx, &z);
+	blockif_queue(fx->ctx, &bad);
+	finish(fx->ctx, 3);
+	assert_int_equal(bad.result, -EIO);
+	read_disk(fx->bi, &c);
+	assert_int_equal(unit_counter(&c, "reads_total"), 2);
+	assert_int_equal(unit_counter(&c, "read_bytes_total"), BLOCK); /* not the failed one */
+	assert_int_equal(unit_counter(&c, "writes_total"), 2);         /* write-zeroes is one */
+	assert_int_equal(unit_counter(&c, "write_bytes_total"), 3 * BLOCK);
+	assert_int_equal(unit_counter(&c, "flushes_total"), 1);
+	assert_int_equal(unit_counter(&c, "discards_total"), 1);
+	assert_int_equal(unit_counter(&c, "errors_total"), 1);
+	lat = unit_counter_hist(&c, "latency_us");
+	assert_non_null(lat);
+	assert_int_equal(lat->n, LAT_HIST_BUCKETS);
+	assert_int_equal(lat->count[LAT_HIST_BUCKETS - 1], 6);
+	assert_int_equal(lat->le[LAT_HIST_BUCKETS - 1], UINT64_MAX);
+	/* A context that goes leaves its counts behind; a new one adds. */
+	blockif_ctx_destroy(fx->ctx);
+	fx->ctx = blockif_ctx_create(fx->bi, 8, err, sizeof(err));
+	assert_non_null(fx->ctx);
+	read_disk(fx->bi, &c);
+	assert_int_equal(unit_counter(&c, "reads_total"), 2);
+	iov2 = (struct iovec){buf, BLOCK}; /* the back end moved them */
+	r.iov = &iov2;
+	r.iovcnt = 1;
+	blockif_queue(fx->ctx, &r);
+	finish(fx->ctx, 1);
+	read_disk(fx->bi, &c);
+	assert_int_equal(unit_counter(&c, "reads_total"), 3);
+	assert_int_equal(unit_counter(&c, "read_bytes_total"), 2 * BLOCK);
+	assert_int_equal(unit_counter_hist(&c, "latency_us")->count[LAT_HIST_BUCKETS - 1], 7);
+	/* The registry keeps pointing at the image: closing it keeps it. */
+}
+
 /* The ring is made disabled, restricted to blockif's opcodes and enabled
  * (uring_restrict): that must not push a kernel with io_uring onto the
  * thread engine.  Skipped where io_uring is off (sysctl
@@ -140,6 +231,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_read_past_end, setup_uring, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_flush_read, setup_threads, teardown),
 	    cmocka_unit_test_setup_teardown(test_read_past_end, setup_threads, teardown),
+	    cmocka_unit_test_setup_teardown(test_counters, setup_uring, teardown),
+	    cmocka_unit_test_setup_teardown(test_counters, setup_threads, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

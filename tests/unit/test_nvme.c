@@ -24,6 +24,7 @@
 #include "dev/nvme.h"
 #include "lib/clock.h"
 #include "lib/config.h"
+#include "unit_counters.h"
 
 #define RAM_GPA   0x100000ull
 #define RAM_SIZE  0x400000ull /* 4 MiB */
@@ -1569,6 +1570,49 @@ static void test_ram_4k_no_dsm(void **state)
 	reset(NULL);
 }
 
+/* ---- counters ---- */
+
+/* The controllers' disks are named in slot order: disk0 is 0:3.0's file,
+ * disk1 0:4.0's memory disk.  A read, a write and a flush move disk0's
+ * counters by one each, and the bytes by the transfers. */
+static void test_counters(void **state)
+{
+	struct unit_counters before, after, other0, other1;
+	const struct unit_hist *lat0, *lat1;
+
+	(void)state;
+	io_queue(1, QSZ);
+	assert_true(unit_counters_read(COUNTER_DISK, "disk0", &before));
+	assert_true(unit_counters_read(COUNTER_DISK, "disk1", &other0));
+	assert_false(unit_counters_read(COUNTER_DISK, "disk2", &other1));
+	fill(DATA_GPA, 2 * PAGE, 9);
+	assert_int_equal(submit(1, rw(WRITE, 40, 16, DATA_GPA, DATA_GPA + PAGE)), ST_OK);
+	assert_int_equal(submit(1, rw(READ, 40, 8, DATA2_GPA, 0)), ST_OK);
+	assert_int_equal(submit(1, (struct nvme_sqe){.opc = 0x00, .nsid = 1}), ST_OK);
+	assert_true(unit_counters_read(COUNTER_DISK, "disk0", &after));
+	assert_false(after.duplicate);
+#define DELTA(key) (unit_counter(&after, key) - unit_counter(&before, key))
+	assert_int_equal(DELTA("reads_total"), 1);
+	assert_int_equal(DELTA("writes_total"), 1);
+	assert_int_equal(DELTA("flushes_total"), 1);
+	assert_int_equal(DELTA("read_bytes_total"), 8 * 512);
+	assert_int_equal(DELTA("write_bytes_total"), 16 * 512);
+	assert_int_equal(DELTA("errors_total"), 0);
+	assert_int_equal(DELTA("discards_total"), 0);
+#undef DELTA
+	lat0 = unit_counter_hist(&before, "latency_us");
+	lat1 = unit_counter_hist(&after, "latency_us");
+	assert_non_null(lat0);
+	assert_non_null(lat1);
+	assert_int_equal(lat1->count[LAT_HIST_BUCKETS - 1] - lat0->count[LAT_HIST_BUCKETS - 1], 3);
+	/* The other disk saw nothing of it. */
+	assert_true(unit_counters_read(COUNTER_DISK, "disk1", &other1));
+	assert_int_equal(unit_counter(&other1, "reads_total"),
+	                 unit_counter(&other0, "reads_total"));
+	assert_int_equal(unit_counter(&other1, "writes_total"),
+	                 unit_counter(&other0, "writes_total"));
+}
+
 /* ---- options ---- */
 
 static int try_options(const char *conf, char *err, size_t errlen)
@@ -1669,6 +1713,7 @@ int main(void)
 	    T(test_shutdown_and_reset),
 	    T(test_cq_full),
 	    T(test_ram_4k_no_dsm),
+	    T(test_counters),
 	    T(test_options),
 	};
 #undef T
