@@ -49,6 +49,7 @@ static const struct known_key known_keys[] = {
     {"sandbox.selftest",     KEY_ANY},  /* tests: a role whose threads make a forbidden call */
     {"sandbox.log",          KEY_BOOL}, /* log a forbidden syscall instead of dying */
     {"sandbox.user",         KEY_ANY},  /* the user to drop to when started as root */
+    {"api.socket",           KEY_ANY},  /* the API's unix socket, or off (docs/api.md) */
     {"user.*",               KEY_ANY},  /* yours: values for %(user.NAME) */
     {"user.*.*",             KEY_ANY},
 };
