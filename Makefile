@@ -307,7 +307,7 @@ cli-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/sa
 	@tests/cli/run $(BUILD) $(BUILD)/san
 
 # The binaries are built hardened (HARDEN, LDFLAGS): checked with readelf.
-build-tests: $(BUILD)/bin/khyve $(BUILD)/bin/vm
+build-tests: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl
 	@tests/build/hardening $(BUILD)
 
 # The user's terminal after khyve on stdio and `vm console`, in a tmux pane.

@@ -91,8 +91,8 @@ static void usage(FILE *f)
 	           "  --force-poweroff       end khyve with status 1 (powered off)\n"
 	           "  --screenshot=FILE      write the screen as PNG to a new FILE (--force "
 	           "replaces one)\n"
-	           "  --send-keys=CHORD,...  type X keysym chords (ctrl-alt-Delete, shift-a, "
-	           "Return)\n"
+	           "  --send-keys=CHORD,...  type key chords (ctrl-alt-del, shift-b, enter; "
+	           "X keysym names)\n"
 	           "--json prints the VM's JSON answer as it came.  See khyvectl(8).\n");
 }
 
