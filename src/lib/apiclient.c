@@ -182,25 +182,70 @@ static int unquote(const char *value, char *out, size_t len)
 	return 0;
 }
 
+/*
+ * Call `fn` with the value of each line of `path` that sets a key starting
+ * with `prefix` (rc.conf style, unquoted), until it returns true.  True
+ * when one did.
+ */
+static bool each_setting(const char *path, const char *prefix,
+                         bool (*fn)(const char *value, void *arg), void *arg)
+{
+	char line[4096], value[4096], *eq;
+	bool found = false;
+	FILE *f;
+
+	if (!(f = fopen(path, "re")))
+		return false;
+	/* An indented line is no setting (rcconf.h). */
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, prefix, strlen(prefix)) != 0 || !(eq = strchr(line, '=')))
+			continue;
+		if (unquote(eq + 1, value, sizeof(value)) == 0 && value[0] == '/')
+			found = fn(value, arg);
+	}
+	fclose(f);
+	return found;
+}
+
+struct found_dir {
+	char *out;
+	size_t len;
+};
+
+static bool take_dir(const char *value, void *arg)
+{
+	struct found_dir *d = arg;
+	size_t n = strlen(value);
+
+	if (n >= d->len)
+		return false;
+	memcpy(d->out, value, n + 1);
+	return true;
+}
+
 int api_vm_dir(char *out, size_t len)
 {
 	const char *env = getenv("KHYVE_CONF");
-	char line[4096];
-	int rc = -1;
-	FILE *f;
+	struct found_dir d = {out, len};
 
-	if (!(f = fopen(env && *env ? env : CONF_DEFAULT, "re")))
-		return -1;
-	/* The first assignment wins, and an indented line is no setting (rcconf.h). */
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "vm_dir=", 7) != 0)
-			continue;
-		if (unquote(line + 7, out, len) == 0 && out[0] == '/')
-			rc = 0;
-		break;
-	}
-	fclose(f);
-	return rc;
+	/* The first assignment wins: the first line of vm_dir= decides. */
+	return each_setting(env && *env ? env : CONF_DEFAULT, "vm_dir=", take_dir, &d) ? 0 : -1;
+}
+
+/* `name`'s socket in one datastore folder, when something is there. */
+struct vm_lookup {
+	const char *name;
+	char *out;
+	size_t len;
+};
+
+static bool socket_in(const char *folder, void *arg)
+{
+	struct vm_lookup *l = arg;
+	struct stat st;
+	int n = snprintf(l->out, l->len, "%s/%s/khyve.sock", folder, l->name);
+
+	return n >= 0 && (size_t)n < l->len && lstat(l->out, &st) == 0;
 }
 
 static bool plain_name(const char *name)
@@ -210,18 +255,22 @@ static bool plain_name(const char *name)
 
 int api_socket_for_vm(const char *name, char *out, size_t len, char *err, size_t errlen)
 {
+	struct vm_lookup l = {name, out, len};
 	char dir[4096];
-	struct stat st;
-	int n;
 
 	if (!plain_name(name)) {
 		set_err(err, errlen, "--vm=%s: want a VM's name, not a path (see --socket=PATH)",
 		        name);
 		return -1;
 	}
+	/* vm's guests: in vm_dir, or in a datastore that system.conf names
+	 * (path_NAME="/folder"). */
 	if (api_vm_dir(dir, sizeof(dir)) == 0) {
-		n = snprintf(out, len, "%s/%s/khyve.sock", dir, name);
-		if (n >= 0 && (size_t)n < len && lstat(out, &st) == 0)
+		char system[sizeof(dir) + 32];
+		if (socket_in(dir, &l))
+			return 0;
+		snprintf(system, sizeof(system), "%s/.config/system.conf", dir);
+		if (each_setting(system, "path_", socket_in, &l))
 			return 0;
 	}
 	return api_default_socket(name, out, len, err, errlen);

@@ -61,7 +61,9 @@ int api_vm_dir(char *out, size_t len);
 
 /*
  * The socket of the VM `name` as khyvectl --vm=NAME finds it:
- * $vm_dir/NAME/khyve.sock when something is there (a guest of vm), else
+ * $vm_dir/NAME/khyve.sock when something is there (a guest of vm), or
+ * DATASTORE/NAME/khyve.sock for a datastore of vm's
+ * $vm_dir/.config/system.conf (path_X="/folder" lines), else
  * api_default_socket().  `name` must be a plain name (no '/', not "." or
  * ".."): -1 with `err` otherwise.
  */
