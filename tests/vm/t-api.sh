@@ -34,5 +34,14 @@ grep -q '^    net0: rx-packets=33 rx-bytes=4096 tx-packets=21 tx-bytes=2048$' "$
 kill "$api_pid"
 wait "$api_pid" 2>/dev/null || :
 vm list | awk '$1 == "api"' | grep -q 'Running ([0-9]*)$' || die "after the API: $(vm list)"
+# A khyve whose API hangs costs vm list its 1-s timeout, no more.
+python3 "$TOP/tests/api/fake-khyve" "$vm_dir/api/khyve.sock" --silent &
+api_pid=$!
+i=0
+while [ ! -S "$vm_dir/api/khyve.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+t0=$(date +%s)
+vm list | awk '$1 == "api"' | grep -q 'Running ([0-9]*)$' || die "hung API: $(vm list)"
+[ $(($(date +%s) - t0)) -le 4 ] || die "vm list waited $(($(date +%s) - t0)) s for a hung API"
+kill "$api_pid"
 vm poweroff -f api
 echo "t-api: ok"
