@@ -615,7 +615,13 @@ static int run(const struct opts *o)
 	switch (api_call(sock, o->action->method, o->action->endpoint, body, TIMEOUT_MS, &r, err,
 	                 sizeof(err))) {
 	case API_CALL_NO_VM:
-		fprintf(stderr, "khyvectl: no VM at %s (%s)\n", sock, err);
+		/* connect() needs write permission on the socket: say so, not "no VM". */
+		if (access(sock, F_OK) == 0 && access(sock, W_OK) < 0 && errno == EACCES)
+			fprintf(stderr,
+			        "khyvectl: %s: permission denied (the group khyve may connect)\n",
+			        sock);
+		else
+			fprintf(stderr, "khyvectl: no VM at %s (%s)\n", sock, err);
 		free(body);
 		return EXIT_NO_VM;
 	case API_CALL_FAILED:
