@@ -27,6 +27,8 @@ BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev libvnc
 ifneq ($(filter unit,$(MAKECMDGOALS)),)
 BUILD_PKGS += cmocka:libcmocka-dev
 endif
+# vm and khyvectl talk to khyve's API socket through libcurl.
+BUILD_PKGS += libcurl:libcurl4-openssl-dev
 pkg_module = $(word 1,$(subst :, ,$(1)))
 pkg_debian = $(word 2,$(subst :, ,$(1)))
 ifneq ($(filter-out check-deps check demo clean format format-check layering doc-tests print-vm-sources,$(or $(MAKECMDGOALS),all)),)
@@ -50,16 +52,22 @@ endif
 CORE_SRC := $(sort $(wildcard src/lib/*.c src/vmm/*.c src/bus/*.c src/dev/*.c \
                               src/boot/*.c src/backend/*.c src/core/*.c \
                               src/run/*.c)) src/cmd/cli.c
+# The API client is for the front ends (khyvectl, vm): khyve needs no libcurl.
+CORE_SRC := $(filter-out src/lib/apiclient.c,$(CORE_SRC))
 KHYVE_SRC := src/cmd/khyve.c
 
 # The vm manager: src/vm/ (also linked into unit tests) and its main().
 VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c src/lib/mac.c src/lib/hostkvm.c \
-          src/lib/tty_escape.c src/lib/strescape.c
+          src/lib/tty_escape.c src/lib/strescape.c src/lib/apiclient.c
 VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
 VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
-VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd 2>/dev/null || echo -lcjson -lmd)
-VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/%,$(VM_OBJ))
-VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/%,$(VM_SAN_OBJ))
+VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd libcurl 2>/dev/null || echo -lcjson -lmd -lcurl)
+VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/% $(BUILD)/obj/src/lib/apiclient.o,$(VM_OBJ))
+VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/% $(BUILD)/san/obj/src/lib/apiclient.o,$(VM_SAN_OBJ))
+
+# khyvectl (src/cmd/khyvectl.c): the API's command-line client.
+KHYVECTL_OBJ := $(BUILD)/obj/src/cmd/khyvectl.o $(BUILD)/obj/src/lib/apiclient.o
+KHYVECTL_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libcurl 2>/dev/null || echo -lcjson -lcurl) -lm
 
 CORE_OBJ      := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 CORE_SAN_OBJ  := $(CORE_SRC:%.c=$(BUILD)/san/obj/%.o)
@@ -74,7 +82,7 @@ GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 .PHONY: build-tests install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests soak-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke fuzz-long
 .DEFAULT_GOAL := all
 
-all: $(BUILD)/bin/khyve $(BUILD)/bin/vm
+all: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl
 
 # What vm's code needs besides src/vm, for tests that link it themselves
 # (tests/lab/vm-grub's driver).
@@ -88,6 +96,14 @@ $(BUILD)/bin/vm: $(VM_OBJ) $(BUILD)/obj/src/cmd/vm.o
 $(BUILD)/san/bin/vm: $(VM_SAN_OBJ) $(BUILD)/san/obj/src/cmd/vm.o
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(VM_LIBS)
+
+$(BUILD)/bin/khyvectl: $(KHYVECTL_OBJ)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(KHYVECTL_LIBS)
+
+$(BUILD)/san/bin/khyvectl: $(KHYVECTL_OBJ:$(BUILD)/obj/%=$(BUILD)/san/obj/%)
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) $(SAN) -o $@ $^ $(KHYVECTL_LIBS)
 
 $(BUILD)/bin/khyve: $(CORE_OBJ) $(KHYVE_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(@D)
@@ -267,7 +283,7 @@ check-deps:
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
 		libattr1-dev libfdt-dev groff-base man-db mandoc \
-		tesseract-ocr debian-installer-12-netboot-amd64
+		tesseract-ocr debian-installer-12-netboot-amd64 libcurl4-openssl-dev
 
 # The man pages render without broken words or warnings; make on a machine
 # without the libraries says what to install.
@@ -309,6 +325,13 @@ vm-tests: $(BUILD)/bin/vm $(BUILD)/san/bin/vm
 	@tests/vm/run $(BUILD)
 	@tests/vm/run $(BUILD)/san
 
+# khyvectl against tests/api/fake-khyve (a python3 stand-in for khyve's
+# API): every action, exit status and output; plain and ASan (a few seconds).
+.PHONY: khyvectl-tests
+khyvectl-tests: $(BUILD)/bin/khyvectl $(BUILD)/san/bin/khyvectl
+	@tests/api/khyvectl $(BUILD)/bin/khyvectl
+	@tests/api/khyvectl $(BUILD)/san/bin/khyvectl
+
 # SOAK_CYCLES (default 1000) vm start/stop cycles of a tiny guest on this
 # host's KVM: nothing may grow or stay behind (tests/vm/soak).
 soak-tests: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/guests/pwrbtn.rom $(BUILD)/guests/hello.rom
@@ -349,6 +372,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory vnc-tests
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory vm-tests
+	@$(MAKE) --no-print-directory khyvectl-tests
 	@$(MAKE) --no-print-directory guest-tests
 	@$(MAKE) --no-print-directory cli-tests
 	@$(MAKE) --no-print-directory soak-tests
@@ -364,14 +388,15 @@ SYSTEMD_DIR ?= /etc/systemd/system
 # Where bash-completion loads completions on demand (as SYSTEMD_DIR, the
 # system's place whatever PREFIX is); under DESTDIR when one is given.
 BASH_COMPLETION_DIR ?= /usr/share/bash-completion/completions
-install: $(BUILD)/bin/khyve $(BUILD)/bin/vm
+install: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/khyve/templates \
 		$(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(SYSTEMD_DIR) \
 		$(DESTDIR)$(BASH_COMPLETION_DIR)
-	install -m 644 share/completion/vm share/completion/khyve $(DESTDIR)$(BASH_COMPLETION_DIR)/
-	install -m 755 $(BUILD)/bin/khyve $(BUILD)/bin/vm $(DESTDIR)$(PREFIX)/sbin/
+	install -m 644 share/completion/vm share/completion/khyve share/completion/khyvectl \
+		$(DESTDIR)$(BASH_COMPLETION_DIR)/
+	install -m 755 $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(DESTDIR)$(PREFIX)/sbin/
 	install -m 644 share/templates/*.conf $(DESTDIR)$(PREFIX)/share/khyve/templates/
-	install -m 644 share/khyve.8 share/vm.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 644 share/khyve.8 share/vm.8 share/khyvectl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	sed 's|/usr/local|$(PREFIX)|g' share/khyve.service >$(DESTDIR)$(SYSTEMD_DIR)/khyve.service
 	@getent group khyve >/dev/null || [ -n "$(DESTDIR)" ] || groupadd --system khyve || true
 	@# The user khyve drops to (khyve(8) sandbox.user); a staged install
@@ -384,7 +409,7 @@ install: $(BUILD)/bin/khyve $(BUILD)/bin/vm
 
 demo:
 	@scripts/need-packages build-essential pkg-config liburing-dev libmd-dev libcjson-dev qemu-system-x86 \
-		linux-image-amd64 busybox-static cpio
+		linux-image-amd64 busybox-static cpio libcurl4-openssl-dev
 	@$(MAKE) --no-print-directory all
 	@scripts/demo
 

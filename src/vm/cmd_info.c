@@ -11,6 +11,7 @@
 
 #include "vm/cgroup.h"
 #include "vm/commands.h"
+#include "vm/live.h"
 #include "vm/state.h"
 #include "vm/util.h"
 
@@ -77,6 +78,8 @@ static void add_json(struct list_ctx *c, const char *const cols[LIST_COLS],
 	for (int i = 0; i < (c->verbose ? LIST_COLS : LIST_PLAIN); i++)
 		cJSON_AddStringToObject(o, keys[i], cols[i]);
 	cJSON_AddBoolToObject(o, "running", st->state == VM_RUNNING);
+	if (st->live[0])
+		cJSON_AddBoolToObject(o, "paused", !strcmp(st->live, "Paused"));
 	if (st->supervisor)
 		cJSON_AddNumberToObject(o, "pid", st->supervisor);
 	cJSON_AddItemToArray(c->json, o);
@@ -107,6 +110,7 @@ static int list_one(struct vm_guest *g, void *arg)
 	vm_status_get(c->sys, g, &st);
 	if (c->running_only && st.state != VM_RUNNING)
 		return 0;
+	vm_status_ask_khyve(g, &st);
 	vm_status_format(&st, state, sizeof(state));
 	autostart(c->sys, g->name, aut, sizeof(aut));
 	usage_columns(st.state == VM_RUNNING ? st.khyve : 0, pcpu, rsz, up);
@@ -273,6 +277,7 @@ static void show_guest(const struct vm_sys *sys, const struct vm_guest *g)
 	char state[300];
 
 	vm_status_get(sys, g, &st);
+	vm_status_ask_khyve(g, &st);
 	vm_status_format(&st, state, sizeof(state));
 	for (char *p = state; *p; p++)
 		*p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
@@ -296,6 +301,8 @@ static void show_guest(const struct vm_sys *sys, const struct vm_guest *g)
 		printf("\n  console-ports\n    com1: %s/com1.pty\n", g->dir);
 	show_networks(g);
 	show_disks(g);
+	if (st.state == VM_RUNNING)
+		vm_live_show_counters(g);
 	printf("\n");
 }
 

@@ -35,9 +35,11 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "lib/apiclient.h"
 #include "lib/mac.h"
 #include "lib/parse.h"
 #include "vm/graphics.h"
+#include "vm/live.h"
 #include "vm/net.h"
 #include "vm/paths.h"
 
@@ -970,6 +972,29 @@ static int add_comports(struct build *b)
 	return 0;
 }
 
+/* ---- the API socket ---- */
+
+/*
+ * `-o api.socket=DIR/khyve.sock`: khyve's API (docs/api.md) in the guest's
+ * folder, where `vm list`, `vm info` and `khyvectl --vm=NAME` look for it.
+ * A folder too deep for a unix socket's 107 bytes gets `api.socket=off`
+ * and a warning rather than a socket in khyve's default place, which vm
+ * would not find.
+ */
+static int add_api_socket(struct build *b)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", b->g->dir, VM_API_SOCKET) >= API_SOCKET_MAX) {
+		if (!b->opts->settings_only)
+			vm_warn("%s: the folder is too long for the API socket (at most %d bytes): "
+			        "no vm list state, vm info counters or khyvectl --vm",
+			        b->g->name, API_SOCKET_MAX - 1 - (int)strlen("/" VM_API_SOCKET));
+		return add(b, "-o") < 0 ? -1 : add(b, "api.socket=off");
+	}
+	return add(b, "-o") < 0 ? -1 : addf(b, "api.socket=%s", path);
+}
+
 /*
  * The khyve option a word of bhyve_options gives that can name a host
  * file: -s (a device's image), -l (a port's link, the boot ROM), -o (any
@@ -1135,7 +1160,8 @@ static int build_command(struct build *b)
 	    add_random(b) < 0 || add_fbuf(b) < 0 || add_xhci(b) < 0 ||
 	    add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
 		return -1;
-	if (add_boot(b) < 0 || add_comports(b) < 0 || add_bhyve_options(b) < 0)
+	if (add_boot(b) < 0 || add_comports(b) < 0 || add_api_socket(b) < 0 ||
+	    add_bhyve_options(b) < 0)
 		return -1;
 	return add(b, b->g->name);
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vm/live.h"
 #include "vm/supervisor.h"
 
 void vm_hostname(char *out, size_t len)
@@ -134,14 +135,22 @@ void vm_status_get(const struct vm_sys *sys, const struct vm_guest *g, struct vm
 	close(fd);
 }
 
+void vm_status_ask_khyve(const struct vm_guest *g, struct vm_status *st)
+{
+	st->live[0] = '\0';
+	if (st->state == VM_RUNNING && st->khyve)
+		vm_live_state(g, st->live, sizeof(st->live));
+}
+
 void vm_status_format(const struct vm_status *st, char *out, size_t len)
 {
 	pid_t pid = st->supervisor ? st->supervisor : st->khyve;
+	const char *running = st->live[0] ? st->live : "Running";
 
 	if (st->state == VM_RUNNING && pid)
-		snprintf(out, len, "Running (%d)", (int)pid);
+		snprintf(out, len, "%s (%d)", running, (int)pid);
 	else if (st->state == VM_RUNNING)
-		snprintf(out, len, "Running");
+		snprintf(out, len, "%s", running);
 	else if (st->state == VM_LOCKED)
 		snprintf(out, len, "Locked (%s)", st->host);
 	else

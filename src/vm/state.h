@@ -27,6 +27,7 @@ struct vm_status {
 	char console[16]; /* "pty" or "tmux" */
 	char vnc[80];     /* graphics: "ADDR:PORT" of khyve's VNC server, else "" */
 	bool vnc_wait;    /* khyve was told to wait for the first VNC client */
+	char live[16];    /* vm.info's state ("Running", "Paused") when asked, else "" */
 };
 
 /* Read the state of `g`.  Never fails: unreadable files read as Stopped. */
@@ -45,7 +46,12 @@ int vm_proc_usage(pid_t pid, struct vm_proc_usage *u);
 /* "[[D-]HH:]MM:SS" as ps's ELAPSED column writes `seconds`. */
 void vm_format_elapsed(unsigned long long seconds, char *out, size_t len);
 
-/* "Running (PID)", "Stopped", "Locked (HOST)" as vm list prints it. */
+/* Fill st->live from the guest's API socket (vm/live.h) when it runs;
+ * "" when khyve does not answer. */
+void vm_status_ask_khyve(const struct vm_guest *g, struct vm_status *st);
+
+/* "Running (PID)", "Stopped", "Locked (HOST)" as vm list prints it; with
+ * st->live set, that word in place of Running ("Paused (PID)"). */
 void vm_status_format(const struct vm_status *st, char *out, size_t len);
 
 #endif

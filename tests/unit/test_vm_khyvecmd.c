@@ -8,6 +8,8 @@
 #include "vm/net.h"
 
 #define KHYVE "/usr/sbin/khyve"
+/* What every command ends with before bhyve_options and the name. */
+#define API " -o api.socket=@/guest1/khyve.sock"
 
 /* A scratch datastore: @/guest1/ with disks and kernels, firmware in @/. */
 static char *dir; /* the scratch folder, '@' in expected lines */
@@ -204,7 +206,7 @@ static void test_vm_bhyve_ubuntu_template(void **state)
 	                 0);
 	assert_line(KHYVE " -c cpus=1 -m 1024M -A -H -P -w -u -s 0,i440fx -s 2,ahci-cd,@/grub.img"
 	                  " -s 4,virtio-blk,@/guest1/disk0.img -s 5,virtio-net,tap7 -s 31,lpc"
-	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API " guest1");
 	assert_string_equal(warnings, "");
 }
 
@@ -230,7 +232,7 @@ static void test_vm_bhyve_debian_template(void **state)
 	                 0);
 	assert_line(KHYVE " -c cpus=1 -m 512M -A -H -P -w -u -s 0,i440fx -s 2,ahci-cd,@/grub.img"
 	                  " -s 4,ahci-hd,@/guest1/disk0.img -s 5,virtio-net,tap7 -s 31,lpc"
-	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API " guest1");
 	assert_string_equal(warnings, "");
 }
 
@@ -268,11 +270,11 @@ static void test_bios(void **state)
 	                 0);
 	assert_line(KHYVE " -c cpus=2 -m 2G -A -H -P -w -u -s 0,i440fx"
 	                  " -s 4,virtio-blk,@/guest1/disk0.img -s 5,virtio-net,tap7 -s 31,lpc"
-	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API " guest1");
 
 	assert_int_equal(build("loader=bios\n", NULL), 0);
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 31,lpc"
-	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API " guest1");
 }
 
 /* Debian's SeaBIOS unless khyve.conf says otherwise; a clear hint when absent. */
@@ -283,7 +285,7 @@ static void test_default_firmware(void **state)
 		assert_int_equal(build_sys("", "loader=bios\n", NULL), 0);
 		assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 31,lpc"
 		                  " -l bootrom,/usr/share/seabios/bios-256k.bin"
-		                  " -l com1,pty=@/guest1/com1.pty guest1");
+		                  " -l com1,pty=@/guest1/com1.pty" API " guest1");
 	}
 	assert_int_equal(
 	    build_sys("bios_firmware=\"/nonexistent/bios.bin\"\n", "loader=bios\n", NULL), -1);
@@ -310,13 +312,14 @@ static void test_install(void **state)
 	                 0);
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 3,ahci-cd,@/install.iso"
 	                  " -s 4,virtio-blk,@/guest1/disk0.img -s 31,lpc -l bootrom,@/bios.bin"
-	                  " -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l com1,pty=@/guest1/com1.pty" API " guest1");
 
 	/* vm-bhyve: a medium that is not an .iso is a read-only disk. */
 	snprintf(iso, sizeof(iso), "%s/raw.img", dir);
 	assert_int_equal(build("loader=bios\ninstall_slot=6\n", &opts), 0);
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 6,ahci-hd,@/raw.img,ro"
-	                  " -s 31,lpc -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -s 31,lpc -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API
+	                  " guest1");
 
 	/* Without `install` the medium is not attached. */
 	opts.install = false;
@@ -350,7 +353,7 @@ static void test_grub(void **state)
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx"
 	                  " -s 2,ahci-cd,@/grub.img -s 3,ahci-cd,@/install.iso"
 	                  " -s 4,virtio-blk,@/guest1/disk0.img -s 31,lpc -l bootrom,@/bios.bin"
-	                  " -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l com1,pty=@/guest1/com1.pty" API " guest1");
 	assert_string_equal(warnings, "");
 
 	opts.grub_image = NULL;
@@ -379,7 +382,7 @@ static void test_linux(void **state)
 	                  " -s 4,virtio-blk,@/guest1/disk0.img -s 31,lpc"
 	                  " -o linux.kernel=@/guest1/vmlinuz -o linux.initrd=@/guest1/initrd.img"
 	                  " -o 'linux.cmdline=console=ttyS0 root=/dev/vda1 ro'"
-	                  " -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l com1,pty=@/guest1/com1.pty" API " guest1");
 
 	/* Absolute paths stay; hostbridge amd and none as vm-bhyve has them. */
 	{
@@ -388,13 +391,15 @@ static void test_linux(void **state)
 		snprintf(conf, sizeof(conf),
 		         "loader=linux\nlinux_kernel=\"%s/guest1/vmlinuz\"\nhostbridge=amd\n", dir);
 		assert_int_equal(build(conf, NULL), 0);
-		assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,amd_hostbridge -s 31,lpc"
-		                  " -o linux.kernel=@/guest1/vmlinuz -l com1,pty=@/guest1/com1.pty"
-		                  " guest1");
+		assert_line(KHYVE
+		            " -c cpus=1 -m 256M -A -H -P -w -u -s 0,amd_hostbridge -s 31,lpc"
+		            " -o linux.kernel=@/guest1/vmlinuz -l com1,pty=@/guest1/com1.pty" API
+		            " guest1");
 	}
 	assert_int_equal(build("loader=linux\nlinux_kernel=vmlinuz\nhostbridge=none\n", NULL), 0);
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 31,lpc"
-	                  " -o linux.kernel=@/guest1/vmlinuz -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -o linux.kernel=@/guest1/vmlinuz -l com1,pty=@/guest1/com1.pty" API
+	                  " guest1");
 
 	assert_int_equal(build("loader=linux\n", NULL), -1);
 	assert_string_equal(err, "guest1.conf: loader=\"linux\" needs linux_kernel "
@@ -410,13 +415,13 @@ static void test_uefi(void **state)
 	assert_int_equal(build("loader=\"uefi\"\nuefi_vars=\"yes\"\n", NULL), 0);
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 31,lpc -s 1:3,piix4-pm"
 	                  " -l bootrom,@/OVMF_CODE.fd,@/guest1/uefi-vars.fd"
-	                  " -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l com1,pty=@/guest1/com1.pty" API " guest1");
 
 	/* uefi-custom: bhyve's firmware from the datastore, bhyve's host bridge. */
 	assert_int_equal(build("loader=\"uefi-custom\"\n", NULL), 0);
-	assert_line(KHYVE
-	            " -c cpus=1 -m 256M -A -H -P -w -u -s 0,hostbridge -s 31,lpc"
-	            " -l bootrom,@/.config/BHYVE_UEFI.fd -l com1,pty=@/guest1/com1.pty guest1");
+	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,hostbridge -s 31,lpc"
+	                  " -l bootrom,@/.config/BHYVE_UEFI.fd -l com1,pty=@/guest1/com1.pty" API
+	                  " guest1");
 
 	/* uefi-csm boots the BIOS way. */
 	assert_int_equal(build("loader=\"uefi-csm\"\n", NULL), 0);
@@ -451,7 +456,7 @@ static void test_options(void **state)
 	                 0);
 	assert_line(KHYVE
 	            " -c cpus=1 -m 256M -A -H -P -w -S -U 0f6e1fd2-6bb4-11ee-8a5c-00a098000001"
-	            " -s 0,i440fx -s 31,lpc -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty"
+	            " -s 0,i440fx -s 31,lpc -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API
 	            " -x -o boot_probe=true guest1");
 	/* Options that can name host files want bhyve_options_dev="custom" (paths.h). */
 	assert_int_equal(build("loader=bios\nbhyve_options=\"-x -e\"\n", NULL), 0);
@@ -497,12 +502,12 @@ static void test_disks(void **state)
 	         "disk5_name=\"after-the-gap.img\"\n",
 	         dir);
 	assert_int_equal(build(conf, NULL), 0);
-	assert_line(
-	    KHYVE
-	    " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx"
-	    " -s 4,nvme,@/guest1/disk0.img,maxq=4,ser=ABC -s 5,ahci-hd,@/guest1/disk1.img"
-	    " -s 6,virtio-blk,@/raw.img -s 7,ahci-cd,@/guest1/disk2.img -s 31,lpc"
-	    " -s 1:3,piix4-pm -l bootrom,@/OVMF_CODE.fd -l com1,pty=@/guest1/com1.pty guest1");
+	assert_line(KHYVE
+	            " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx"
+	            " -s 4,nvme,@/guest1/disk0.img,maxq=4,ser=ABC -s 5,ahci-hd,@/guest1/disk1.img"
+	            " -s 6,virtio-blk,@/raw.img -s 7,ahci-cd,@/guest1/disk2.img -s 31,lpc"
+	            " -s 1:3,piix4-pm -l bootrom,@/OVMF_CODE.fd -l com1,pty=@/guest1/com1.pty" API
+	            " guest1");
 
 	/* ahci_device_limit: ahci disks share one controller, after the others. */
 	assert_int_equal(build("loader=bios\n"
@@ -519,7 +524,7 @@ static void test_disks(void **state)
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx"
 	                  " -s 4,virtio-blk,@/guest1/disk1.img"
 	                  " -s 5,ahci,hd:@/guest1/disk0.img,nocache,cd:@/guest1/disk2.img -s 31,lpc"
-	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API " guest1");
 
 	/* A full controller is closed and the next one opened. */
 	assert_int_equal(build("loader=bios\nahci_device_limit=2\nstart_slot=10\n"
@@ -665,11 +670,11 @@ static void test_comports(void **state)
 
 	(void)state;
 	assert_int_equal(build("loader=bios\ncomports=\"com1 com2\"\n", NULL), 0);
-	assert_has(" -l com1,pty=@/guest1/com1.pty -l com2,pty=@/guest1/com2.pty guest1");
+	assert_has(" -l com1,pty=@/guest1/com1.pty -l com2,pty=@/guest1/com2.pty" API " guest1");
 	assert_int_equal(build("loader=bios\ncomports=\"com2 com1\"\n", &fg), 0);
-	assert_has(" -l com2,stdio -l com1,pty=@/guest1/com1.pty guest1");
+	assert_has(" -l com2,stdio -l com1,pty=@/guest1/com1.pty" API " guest1");
 	assert_int_equal(build("loader=bios\n", &fg), 0);
-	assert_contains(line, " -l com1,stdio guest1");
+	assert_has(" -l com1,stdio" API " guest1");
 	assert_int_equal(build("loader=bios\ncomports=\"com1 com5\"\n", NULL), -1);
 	assert_string_equal(err,
 	                    "guest1.conf: comports=\"com1 com5\": want com1 to com4, each once, "
@@ -718,7 +723,7 @@ static void test_warnings(void **state)
 	                    "vm: warning: guest1.conf: passthru is not supported yet, ignored\n"
 	                    "vm: warning: guest1.conf: unknown setting network_type ignored\n");
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 31,lpc"
-	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API " guest1");
 }
 
 /* graphics: fbuf in slot 29, the tablet in 30, whatever else the guest has. */
@@ -731,7 +736,7 @@ static void test_graphics(void **state)
 	assert_int_equal(build("loader=bios\ngraphics=yes\nnetwork0_type=virtio-net\n", &opts), 0);
 	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 4,virtio-net,tap7"
 	                  " -s 29,fbuf,tcp=127.0.0.1:5903,w=1024,h=768 -s 30,xhci,tablet -s 31,lpc"
-	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API " guest1");
 	assert_string_equal(vnc.addr, "127.0.0.1:5903");
 	assert_int_equal(vnc.port, 5903);
 	assert_false(vnc.wait);
@@ -869,7 +874,7 @@ static void test_templates(void **state)
 	                  " -s 5,virtio-net,tap7 -s 29,fbuf,tcp=127.0.0.1:5900,w=1024,h=768"
 	                  " -s 30,xhci,tablet -s 31,lpc -s 1:3,piix4-pm"
 	                  " -l bootrom,@/OVMF_CODE.fd,@/guest1/uefi-vars.fd"
-	                  " -l com1,pty=@/guest1/com1.pty guest1");
+	                  " -l com1,pty=@/guest1/com1.pty" API " guest1");
 }
 
 int main(void)

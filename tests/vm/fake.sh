@@ -28,7 +28,7 @@ guest() {
 # script ACTION...: what the next runs of the fake khyve do (see fake-khyve).
 script() { printf '%s\n' "$@" >"$FAKE_KHYVE_SCRIPT"; }
 runs() { grep -c " start .* $1\$" "$FAKE_KHYVE_LOG" || true; }
-state() { vm list | awk -v n="$1" '$1 == n' | grep -o 'Running\|Stopped\|Locked' || echo none; }
+state() { vm list | awk -v n="$1" '$1 == n' | grep -o 'Running\|Paused\|Stopped\|Locked' || echo none; }
 # until_state NAME STATE: wait up to 10 s for it.
 until_state() {
 	i=0

@@ -31,4 +31,7 @@ touch "$vm_dir/.iso/debian.iso"
 [ "$(khc khyve -s 4,virtio-b)" = "4,virtio-blk" ] || die "khyve -s 4,virtio-b: $(khc khyve -s 4,virtio-b)"
 khc khyve -l '' | grep -q 'com1' || die "khyve -l: $(khc khyve -l '')"
 khc khyve - | grep -q -- '-s' || die "khyve -: $(khc khyve -)"
+ctc() { complete_words "$TOP/share/completion/khyvectl" _khyvectl khyvectl "$@"; }
+[ "$(ctc --get)" = "--get-stats" ] || die "khyvectl --get: $(ctc --get)"
+[ "$(ctc --vm=al)" = "--vm=alpha" ] || die "khyvectl --vm=al: $(ctc --vm=al)"
 echo "t-completion: ok"

@@ -1,0 +1,32 @@
+/*
+ * A running guest as its khyve tells it, through the API socket in the
+ * guest's folder (DIR/khyve.sock, passed by khyvecmd.c; docs/api.md):
+ * the state `vm list` shows (Running, Paused) and the counters of
+ * `vm info`.  Every call is bounded by a short timeout, so a khyve that
+ * does not answer only costs that much; its absence changes nothing.
+ */
+#ifndef KHYVE_VM_LIVE_H
+#define KHYVE_VM_LIVE_H
+
+#include <stddef.h>
+
+#include "vm/vm.h"
+
+/* The API socket's name in the guest's folder. */
+#define VM_API_SOCKET "khyve.sock"
+
+/*
+ * vm.info's "state" of the running guest `g` ("Running", "Paused",
+ * "Starting") into `out` (`len` bytes).  0, or -1 when the socket does not
+ * answer in time or the answer has no state (`out` is then "").
+ */
+int vm_live_state(const struct vm_guest *g, char *out, size_t len);
+
+/*
+ * Print vm info's "counters" section from vm.counters (per vCPU exits,
+ * per disk reads/writes and bytes, per NIC packets and bytes), indented
+ * as vm info's sections; prints nothing when the socket does not answer.
+ */
+void vm_live_show_counters(const struct vm_guest *g);
+
+#endif
