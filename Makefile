@@ -16,14 +16,16 @@ HARDEN   := -fstack-protector-strong -fstack-clash-protection -fcf-protection -f
             $(if $(filter -O0,$(OPT)),,-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2)
 CFLAGS   := -std=gnu11 $(WARN) $(OPT) $(HARDEN) -pthread -MMD -MP
 LDFLAGS  := -pthread -pie -Wl,-z,relro,-z,now
-LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd libvncserver zlib libseccomp 2>/dev/null || \
-              echo -luring -lmd -lvncserver -lz -lseccomp)
+LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd libvncserver zlib libseccomp libmicrohttpd \
+              libcjson libpng 2>/dev/null || \
+              echo -luring -lmd -lvncserver -lz -lseccomp -lmicrohttpd -lcjson -lpng)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 # A fresh machine lacks the libraries: stop with what to install rather than
 # on a missing liburing.h.  check, demo and check-deps install them first.
 BUILD_PKGS := liburing:liburing-dev libmd:libmd-dev libcjson:libcjson-dev libvncserver:libvncserver-dev \
-              libpng:libpng-dev zlib:zlib1g-dev libseccomp:libseccomp-dev
+              libpng:libpng-dev zlib:zlib1g-dev libseccomp:libseccomp-dev \
+              libmicrohttpd:libmicrohttpd-dev
 ifneq ($(filter unit,$(MAKECMDGOALS)),)
 BUILD_PKGS += cmocka:libcmocka-dev
 endif
@@ -259,7 +261,7 @@ fuzz-long: $(FUZZ_BIN)
 # ---- the test suite ----
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev \
-		libvncserver-dev libpng-dev libseccomp-dev python3 acpica-tools zlib1g-dev console-setup-linux \
+		libvncserver-dev libpng-dev libseccomp-dev libmicrohttpd-dev curl python3 acpica-tools zlib1g-dev console-setup-linux \
 		qemu-system-x86 linux-image-amd64 busybox-static cpio e2fsprogs iproute2 xorriso perl mtools \
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
