@@ -294,6 +294,13 @@ cli-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/sa
            $(BUILD)/guests/hello.rom
 	@tests/cli/run $(BUILD) $(BUILD)/san
 
+# The per-VM API driven with curl over its unix socket against tiny guests
+# on this host's KVM (tests/api/run; about 15 s a build).
+.PHONY: api-tests
+api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/guests/ticker.rom \
+           $(BUILD)/guests/pwrbtn.rom
+	@tests/api/run $(BUILD) $(BUILD)/san
+
 # The binaries are built hardened (HARDEN, LDFLAGS): checked with readelf.
 build-tests: $(BUILD)/bin/khyve $(BUILD)/bin/vm
 	@tests/build/hardening $(BUILD)
@@ -350,6 +357,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory vm-tests
 	@$(MAKE) --no-print-directory guest-tests
 	@$(MAKE) --no-print-directory cli-tests
+	@$(MAKE) --no-print-directory api-tests
 	@$(MAKE) --no-print-directory soak-tests
 	@$(MAKE) --no-print-directory term-tests
 	@$(MAKE) --no-print-directory graphics-tests

@@ -186,6 +186,11 @@ enum role_flags {
 	DOES_DISK = 1 << 2,
 	KICKS_VCPUS = 1 << 3, /* tgkill, to this process only (vcpu_kick) */
 	USES_RINGS = 1 << 4,
+	/* open and openat fail with EACCES instead of killing: glibc's free()
+	 * reads /proc/sys/vm/overcommit_memory the first time it trims a
+	 * thread arena's heap (the API's PNG buffers do) and copes with a
+	 * failure by not trimming. */
+	OPEN_FAILS = 1 << 5,
 };
 
 struct role_desc {
@@ -216,7 +221,7 @@ static const struct role_desc role_table[SANDBOX_NROLES] = {
     [SANDBOX_BLK_POOL] = {"blk-pool", NULL, {disk_ioctls}, DOES_DISK},
     [SANDBOX_NET_RX] = {"net-rx", net_rx_calls, {kvm_run_ioctls}, 0},
     [SANDBOX_VNC] = {"vnc", vnc_calls, {vnc_ioctls}, 0},
-    [SANDBOX_API] = {"api", api_calls, {api_ioctls}, KICKS_VCPUS},
+    [SANDBOX_API] = {"api", api_calls, {api_ioctls}, KICKS_VCPUS | OPEN_FAILS},
 };
 
 /* ---- state ---- */
@@ -325,6 +330,11 @@ static int add_role_rules(scmp_filter_ctx ctx, const struct role_desc *r)
 		return -1;
 #ifdef SANDBOX_SANITIZERS
 	if (allow_list(ctx, san_calls) < 0)
+		return -1;
+#else
+	if ((r->flags & OPEN_FAILS) &&
+	    (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 0) < 0 ||
+	     seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0) < 0))
 		return -1;
 #endif
 	for (size_t i = 0; i < sizeof(r->ioctls) / sizeof(r->ioctls[0]); i++)
