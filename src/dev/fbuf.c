@@ -8,9 +8,10 @@
  * registers), VESA E-EDID (EDID block), and bhyve's pci_fbuf.c (options).
  *
  * Threads: vCPUs touch the registers (ports, BAR2) and, when KVM cannot map
- * it, the framebuffer through BAR0; the VNC thread calls fbuf_refresh().
- * fb->lock guards the registers, the memory slot and the soft dirty bits;
- * the display-side fields (shadow, shown mode) belong to the VNC thread.
+ * it, the framebuffer through BAR0; the VNC thread calls fbuf_refresh(),
+ * the API thread fbuf_screenshot().  fb->lock guards the registers, the
+ * memory slot and the soft dirty bits; fb->frame_lock the display-side
+ * fields (shadow, shown mode), which those two refreshes share.
  */
 #include "dev/fbuf.h"
 

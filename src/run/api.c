@@ -98,7 +98,7 @@ int api_init(struct api *a, struct machine *m)
 {
 	memset(a, 0, sizeof(*a));
 	a->m = m;
-	a->listen_fd = a->lock_fd = a->dir_fd = a->stop_fd = -1;
+	a->listen_fd = a->lock_fd = a->dir_fd = a->stop_fd = a->wake_fd = -1;
 	a->config = cJSON_CreateObject();
 	if (a->config == NULL)
 		return -1;

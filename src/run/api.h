@@ -47,6 +47,7 @@ struct api {
 	int lock_fd;          /* PATH.lock, held (flock) while khyve runs */
 	int dir_fd;           /* the socket's directory, for unlinkat() at exit */
 	int stop_fd;          /* eventfd: api_close() wakes the thread */
+	int wake_fd;          /* eventfd: sandbox_arm() wakes it to install its filter */
 	char path[API_PATH_MAX];
 	char base[API_PATH_MAX]; /* the socket's name in dir_fd */
 	struct MHD_Daemon *mhd;

@@ -191,8 +191,14 @@ int api_open(struct api *a, char *err, size_t errlen)
 
 	if (want <= 0)
 		return want;
-	if (open_dir(a, err, errlen) < 0 || take_lock(a, err, errlen) < 0 ||
-	    clear_stale(a, err, errlen) < 0 || bind_socket(a, err, errlen) < 0)
+	if (open_dir(a, err, errlen) < 0 && config_get("api.socket") == NULL) {
+		/* The default place is not this user's to use: run without. */
+		log_warn("%s; no API socket (give -o api.socket=PATH)", err);
+		err[0] = '\0';
+		return 0;
+	}
+	if (a->dir_fd < 0 || take_lock(a, err, errlen) < 0 || clear_stale(a, err, errlen) < 0 ||
+	    bind_socket(a, err, errlen) < 0)
 		return -1;
 	return 0;
 }
@@ -336,20 +342,35 @@ static void *api_main(void *arg)
 {
 	struct api *a = arg;
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-	struct pollfd p[2] = {{.fd = info != NULL ? info->epoll_fd : -1, .events = POLLIN},
-	                      {.fd = a->stop_fd, .events = POLLIN}};
+	struct pollfd p[3] = {{.fd = info != NULL ? info->epoll_fd : -1, .events = POLLIN},
+	                      {.fd = a->stop_fd, .events = POLLIN},
+	                      {.fd = a->wake_fd, .events = POLLIN}};
+	uint64_t v;
 
 	pthread_setname_np(pthread_self(), "api");
 	for (;;) {
-		/* started before the sandbox is armed: installs its filter here */
+		/* started before the sandbox is armed: installs its filter here,
+		 * woken by sandbox_arm() (wake_at_arm) */
 		sandbox_thread_enter(SANDBOX_API);
-		if (poll(p, 2, round_timeout_ms(a)) < 0 && errno != EINTR)
+		if (poll(p, 3, round_timeout_ms(a)) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents != 0)
 			break;
+		if (p[2].revents != 0 && read(a->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			p[2].fd = -1;
 		MHD_run(a->mhd);
 	}
 	return NULL;
+}
+
+static void wake_api(void *arg)
+{
+	struct api *a = arg;
+	uint64_t one = 1;
+
+	if (write(a->wake_fd, &one, sizeof(one)) < 0) {
+		/* it installs its filter at its next round anyway */
+	}
 }
 
 int api_start(struct api *a, char *err, size_t errlen)
@@ -357,7 +378,8 @@ int api_start(struct api *a, char *err, size_t errlen)
 	if (a->listen_fd < 0)
 		return 0;
 	a->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (a->stop_fd < 0) {
+	a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (a->stop_fd < 0 || a->wake_fd < 0) {
 		snprintf(err, errlen, "api: eventfd: %s", strerror(errno));
 		return -1;
 	}
@@ -377,6 +399,8 @@ int api_start(struct api *a, char *err, size_t errlen)
 		return -1;
 	}
 	a->thread_started = true;
+	if (sandbox_wake_at_arm(wake_api, a) < 0)
+		log_debug("api: no room to be woken at sandbox_arm()");
 	return 0;
 }
 
@@ -386,6 +410,8 @@ void api_close(struct api *a)
 
 	if (a->m == NULL) /* never initialised */
 		return;
+	if (a->thread_started)
+		sandbox_cancel_wake(wake_api, a);
 	if (a->thread_started && write(a->stop_fd, &one, sizeof(one)) == sizeof(one))
 		pthread_join(a->thread, NULL);
 	a->thread_started = false;
@@ -394,15 +420,20 @@ void api_close(struct api *a)
 	a->mhd = NULL;
 	if (a->listen_fd >= 0)
 		close(a->listen_fd);
+	/* The jail's user may lack write access to the directory (root's
+	 * /run/khyve): the socket then stays, and the next start, holding the
+	 * lock, replaces it.  Not worth a warning at every exit. */
 	if (a->bound && unlinkat(a->dir_fd, a->base, 0) < 0 && errno != ENOENT)
-		log_warn("api: cannot remove %s: %s (the next start replaces it)", a->path,
-		         strerror(errno));
+		log_debug("api: cannot remove %s: %s (the next start replaces it)", a->path,
+		          strerror(errno));
 	if (a->dir_fd >= 0)
 		close(a->dir_fd);
 	if (a->stop_fd >= 0)
 		close(a->stop_fd);
+	if (a->wake_fd >= 0)
+		close(a->wake_fd);
 	/* lock_fd stays open: the lock ends with the process */
-	a->listen_fd = a->dir_fd = a->stop_fd = -1;
+	a->listen_fd = a->dir_fd = a->stop_fd = a->wake_fd = -1;
 	a->bound = false;
 	cJSON_Delete(a->config);
 	a->config = NULL;
