@@ -18,13 +18,15 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct machine;
 struct MHD_Daemon;
+struct MHD_Connection;
 
 #define API_MAX_BODY      (64u * 1024) /* request body, bytes: 413 beyond */
 #define API_MAX_HEADERS   (8u * 1024)  /* request line + headers, bytes */
-#define API_TIMEOUT_S     10u          /* a connection idle this long is dropped */
+#define API_TIMEOUT_S     10u          /* a connection this old (or idle) is dropped */
 #define API_MAX_CONNS     16u          /* connections at once */
 #define API_MAX_CHORDS    64u          /* vm.send-keys: chords per request */
 #define API_PAUSE_WAIT_MS 1000u        /* vm.pause: how long the vCPUs may take */
@@ -54,6 +56,12 @@ struct api {
 	pthread_t thread;
 	bool thread_started;
 	bool bound; /* the socket at `path` is ours: removed at exit */
+	/* Open connections and when each began: a connection older than
+	 * API_TIMEOUT_S is shut down, however slowly it keeps sending. */
+	struct api_conn {
+		struct MHD_Connection *c; /* NULL: free slot */
+		uint64_t since_ns;        /* CLOCK_MONOTONIC; 0 once shut down */
+	} conns[API_MAX_CONNS];
 };
 
 /*

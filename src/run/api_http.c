@@ -3,8 +3,9 @@
  * lock file, libmicrohttpd driven by the "api" thread, and the hand-off
  * of each complete request to api_handle().  Limits: request line and
  * headers fit libmicrohttpd's per-connection memory pool (it answers 431
- * or 414 beyond), bodies are capped here (413), idle connections are
- * dropped after API_TIMEOUT_S, at most API_MAX_CONNS at once.
+ * or 414 beyond), bodies are capped here (413), connections are shut
+ * down API_TIMEOUT_S after they opened (idle or not), at most
+ * API_MAX_CONNS at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/machine.h"
+#include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/sandbox.h"
@@ -316,6 +318,49 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	*con_cls = NULL;
 }
 
+/* Keep track of each connection's age (MHD_OPTION_NOTIFY_CONNECTION). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+	struct api *a = cls;
+
+	(void)socket_context;
+	for (unsigned i = 0; i < API_MAX_CONNS; i++) {
+		struct api_conn *k = &a->conns[i];
+
+		if (toe == MHD_CONNECTION_NOTIFY_STARTED && k->c == NULL) {
+			k->c = c;
+			k->since_ns = monotonic_ns();
+			return;
+		}
+		if (toe == MHD_CONNECTION_NOTIFY_CLOSED && k->c == c) {
+			k->c = NULL;
+			return;
+		}
+	}
+}
+
+/* libmicrohttpd's timeout counts idle time only: a client that sends a
+ * byte every few seconds would keep its connection for hours.  Shut such
+ * connections down once API_TIMEOUT_S old; libmicrohttpd then sees the end
+ * of the stream and closes them. */
+static void drop_old_connections(struct api *a)
+{
+	uint64_t now = monotonic_ns(), limit = (uint64_t)API_TIMEOUT_S * 1000000000u;
+
+	for (unsigned i = 0; i < API_MAX_CONNS; i++) {
+		struct api_conn *k = &a->conns[i];
+		const union MHD_ConnectionInfo *info;
+
+		if (k->c == NULL || k->since_ns == 0 || now - k->since_ns < limit)
+			continue;
+		info = MHD_get_connection_info(k->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (info != NULL)
+			shutdown(info->connect_fd, SHUT_RDWR);
+		k->since_ns = 0;
+	}
+}
+
 static void log_mhd(void *cls, const char *fmt, va_list ap)
 {
 	static struct ratelimit rl = RATELIMIT_INIT;
@@ -359,6 +404,7 @@ static void *api_main(void *arg)
 		if (p[2].revents != 0 && read(a->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			p[2].fd = -1;
 		MHD_run(a->mhd);
+		drop_old_connections(a);
 	}
 	return NULL;
 }
@@ -388,7 +434,8 @@ int api_start(struct api *a, char *err, size_t errlen)
 	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)a->listen_fd, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    (size_t)API_CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_TIMEOUT_S,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_MAX_CONNS, MHD_OPTION_NOTIFY_COMPLETED,
-	    on_completed, a, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_END);
+	    on_completed, a, MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
+	    MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_END);
 	if (a->mhd == NULL) {
 		snprintf(err, errlen, "api: cannot start the HTTP server on %s", a->path);
 		return -1;
