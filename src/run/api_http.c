@@ -59,9 +59,10 @@ static int socket_path(struct api *a, char *err, size_t errlen)
 	if (v != NULL && v[0] != '\0') {
 		n = snprintf(a->path, sizeof(a->path), "%s", v);
 	} else if (!name_fits_path(name)) {
-		snprintf(err, errlen, "api.socket: the name '%s' cannot name a socket; give a path",
+		log_warn("api: the name '%s' cannot name a socket, so no API socket (give -o "
+		         "api.socket=PATH)",
 		         name != NULL ? name : "");
-		return -1;
+		return 0;
 	} else if (geteuid() == 0) {
 		n = snprintf(a->path, sizeof(a->path), "/run/khyve/%s.sock", name);
 	} else if ((xdg = getenv("XDG_RUNTIME_DIR")) != NULL && xdg[0] == '/') {
@@ -72,7 +73,11 @@ static int socket_path(struct api *a, char *err, size_t errlen)
 	}
 	if (n < 0 || (size_t)n >= sizeof(a->path) - 5) { /* room for ".lock" too */
 		snprintf(err, errlen, "api.socket: path longer than %d bytes", API_PATH_MAX - 6);
-		return -1;
+		if (v != NULL && v[0] != '\0')
+			return -1;
+		log_warn("%s; no API socket", err); /* the default: run without */
+		err[0] = '\0';
+		return 0;
 	}
 	return 1;
 }
