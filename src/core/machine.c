@@ -1,8 +1,10 @@
 #include "core/machine.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vmm/vcpu.h"
@@ -35,6 +37,149 @@ void machine_wait_start(struct machine *m)
 	pthread_mutex_unlock(&start_lock);
 }
 
+/* The pause gate (machine_pause): static for the same reasons. */
+static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pause_cond = PTHREAD_COND_INITIALIZER;  /* vCPUs wait for resume */
+static pthread_cond_t paused_cond = PTHREAD_COND_INITIALIZER; /* the pauser waits for them */
+
+static bool exit_requested(struct machine *m)
+{
+	return __atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST);
+}
+
+static unsigned started_vcpus(struct machine *m)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; m->vm.vcpus != NULL && i < m->vm.ncpus; i++)
+		if (m->vm.vcpus[i] != NULL &&
+		    __atomic_load_n(&m->vm.vcpus[i]->thread_started, __ATOMIC_SEQ_CST))
+			n++;
+	return n;
+}
+
+static void kick_vcpus(struct machine *m)
+{
+	for (unsigned i = 0; m->vm.vcpus != NULL && i < m->vm.ncpus; i++)
+		if (m->vm.vcpus[i] != NULL && m->vm.vcpus[i]->run != NULL)
+			vcpu_kick(m->vm.vcpus[i]);
+}
+
+/* A deadline for pthread_cond_timedwait(), which counts CLOCK_REALTIME. */
+static struct timespec deadline_after(unsigned ms)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
+/* Wait on `c` (pause_lock held) until the deadline; false on timeout. */
+static bool wait_until(pthread_cond_t *c, const struct timespec *deadline)
+{
+	return pthread_cond_timedwait(c, &pause_lock, deadline) != ETIMEDOUT;
+}
+
+int machine_pause(struct machine *m, unsigned timeout_ms)
+{
+	struct timespec deadline = deadline_after(timeout_ms);
+	int rc = 0;
+
+	pthread_mutex_lock(&pause_lock);
+	if (m->pause_requested) {
+		pthread_mutex_unlock(&pause_lock);
+		return -EALREADY;
+	}
+	if (exit_requested(m) || __atomic_load_n(&m->start_holds, __ATOMIC_SEQ_CST) > 0) {
+		pthread_mutex_unlock(&pause_lock);
+		return -EAGAIN;
+	}
+	__atomic_store_n(&m->pause_requested, true, __ATOMIC_SEQ_CST);
+	kick_vcpus(m);
+	while (m->vcpus_paused < started_vcpus(m) && !exit_requested(m))
+		if (!wait_until(&paused_cond, &deadline)) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	if (rc < 0 || exit_requested(m)) {
+		/* Take the request back: a half-paused VM would be neither state. */
+		__atomic_store_n(&m->pause_requested, false, __ATOMIC_SEQ_CST);
+		pthread_cond_broadcast(&pause_cond);
+		rc = rc < 0 ? rc : -EAGAIN;
+	}
+	pthread_mutex_unlock(&pause_lock);
+	return rc;
+}
+
+int machine_resume(struct machine *m)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&pause_lock);
+	if (!m->pause_requested)
+		rc = -EALREADY;
+	__atomic_store_n(&m->pause_requested, false, __ATOMIC_SEQ_CST);
+	pthread_cond_broadcast(&pause_cond);
+	pthread_mutex_unlock(&pause_lock);
+	return rc;
+}
+
+bool machine_is_paused(struct machine *m)
+{
+	return __atomic_load_n(&m->pause_requested, __ATOMIC_SEQ_CST);
+}
+
+void machine_pause_point(struct machine *m)
+{
+	if (!__atomic_load_n(&m->pause_requested, __ATOMIC_SEQ_CST))
+		return;
+	pthread_mutex_lock(&pause_lock);
+	m->vcpus_paused++;
+	pthread_cond_broadcast(&paused_cond);
+	while (m->pause_requested && !exit_requested(m))
+		pthread_cond_wait(&pause_cond, &pause_lock);
+	m->vcpus_paused--;
+	pthread_mutex_unlock(&pause_lock);
+}
+
+static void wake_pause_waiters(void)
+{
+	pthread_mutex_lock(&pause_lock);
+	pthread_cond_broadcast(&pause_cond);
+	pthread_cond_broadcast(&paused_cond);
+	pthread_mutex_unlock(&pause_lock);
+}
+
+int machine_add_key_sink(struct machine *m, void (*fn)(void *arg, bool down, uint16_t qnum),
+                         void *arg)
+{
+	if (m->nkey_sinks >= MACHINE_MAX_KEY_SINKS)
+		return -1;
+	m->key_sinks[m->nkey_sinks].fn = fn;
+	m->key_sinks[m->nkey_sinks].arg = arg;
+	m->nkey_sinks++;
+	return 0;
+}
+
+bool machine_key_event(struct machine *m, bool down, uint16_t qnum)
+{
+	for (unsigned i = 0; i < m->nkey_sinks; i++)
+		m->key_sinks[i].fn(m->key_sinks[i].arg, down, qnum);
+	return m->nkey_sinks > 0;
+}
+
+void machine_set_screenshot(struct machine *m, machine_screenshot_fn *fn, void *arg)
+{
+	m->screenshot = fn;
+	m->screenshot_arg = arg;
+}
+
 static void wake_start_waiters(void)
 {
 	pthread_mutex_lock(&start_lock);
@@ -51,13 +196,12 @@ void machine_request_exit(struct machine *m, int code)
 	                                 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return;
 	__atomic_store_n(&m->exit_code, code, __ATOMIC_SEQ_CST);
-	for (unsigned i = 0; m->vm.vcpus != NULL && i < m->vm.ncpus; i++)
-		if (m->vm.vcpus[i] != NULL && m->vm.vcpus[i]->run != NULL)
-			vcpu_kick(m->vm.vcpus[i]);
+	kick_vcpus(m);
 	if (m->exit_fd >= 0 && write(m->exit_fd, &one, sizeof(one)) < 0) {
 		/* The loop will still see exit_requested on its next wake-up. */
 	}
 	wake_start_waiters();
+	wake_pause_waiters();
 }
 
 int machine_irq_line(struct machine *m, unsigned gsi, int level)

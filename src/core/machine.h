@@ -17,6 +17,16 @@ struct mevent_loop;
 struct pm;
 struct pflash;
 
+#define MACHINE_MAX_KEY_SINKS 2
+
+/*
+ * A display's current picture for the API's screenshot: fill *pixels with
+ * a malloc()ed XRGB8888 frame (0x00RRGGBB, host order, `*width` x
+ * `*height`, no padding; the caller frees it).  Any thread; must not wait
+ * on a vCPU.  Returns 0, or -1 (no picture, out of memory).
+ */
+typedef int machine_screenshot_fn(void *arg, uint32_t **pixels, uint32_t *width, uint32_t *height);
+
 struct machine {
 	const char *name; /* VM name (from the command line) */
 	struct vm vm;
@@ -34,6 +44,17 @@ struct machine {
 	/* Where shared interrupt lines go when there is no KVM VM (the device
 	 * harness in bench/ and unit tests); NULL: KVM_IRQ_LINE. */
 	void (*intx_hook)(struct machine *m, unsigned gsi, bool level);
+	bool pause_requested;  /* machine_pause(): vCPUs wait at their pause point */
+	unsigned vcpus_paused; /* vCPU threads waiting there (under the pause lock) */
+	/* Keyboards the API's send-keys reaches (machine_add_key_sink). */
+	unsigned nkey_sinks;
+	struct machine_key_sink {
+		void (*fn)(void *arg, bool down, uint16_t qnum);
+		void *arg;
+	} key_sinks[MACHINE_MAX_KEY_SINKS];
+	/* The display the API's screenshot reads (machine_set_screenshot). */
+	machine_screenshot_fn *screenshot;
+	void *screenshot_arg;
 };
 
 /*
@@ -57,6 +78,39 @@ void machine_release_start(struct machine *m);
 /* For vCPU threads, before their first KVM_RUN: block while a hold
  * remains and no exit was requested. */
 void machine_wait_start(struct machine *m);
+
+/*
+ * Pause the vCPUs (the API's vm.pause): each leaves KVM_RUN (kicked) and
+ * waits at its pause point until machine_resume() or an exit request;
+ * devices, the event loop and the API keep running.  Returns once every
+ * started vCPU waits, or after `timeout_ms` (then the request is taken
+ * back and the vCPUs go on).  Returns 0; -EALREADY when paused already;
+ * -EAGAIN while the start is held (machine_hold_start) or an exit is
+ * requested; -ETIMEDOUT when a vCPU did not stop in time.  Any thread but
+ * a vCPU's.
+ */
+int machine_pause(struct machine *m, unsigned timeout_ms);
+
+/* Let paused vCPUs go on.  0, or -EALREADY when not paused. */
+int machine_resume(struct machine *m);
+
+bool machine_is_paused(struct machine *m);
+
+/* For vCPU threads, between two KVM_RUNs: wait while a pause is
+ * requested and no exit is. */
+void machine_pause_point(struct machine *m);
+
+/* A keyboard the API's send-keys types on (a PS/2 keyboard, the USB
+ * tablet's): `fn` takes QEMU qnums (backend/console.h's console_key_fn)
+ * and must not block.  Set-up only; 0, or -1 when the table is full. */
+int machine_add_key_sink(struct machine *m, void (*fn)(void *arg, bool down, uint16_t qnum),
+                         void *arg);
+
+/* Send one key event to every key sink; false when there is none. */
+bool machine_key_event(struct machine *m, bool down, uint16_t qnum);
+
+/* The display the API's screenshot takes its picture from (one). */
+void machine_set_screenshot(struct machine *m, machine_screenshot_fn *fn, void *arg);
 
 /* Set interrupt line `gsi` to `level` (see vm_irq_line). */
 int machine_irq_line(struct machine *m, unsigned gsi, int level);

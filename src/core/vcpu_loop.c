@@ -167,6 +167,10 @@ static void *vcpu_thread(void *arg)
 	sandbox_thread_enter(SANDBOX_VCPU);
 	machine_wait_start(m);
 	while (!__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST)) {
+		/* machine_pause() kicks us out of KVM_RUN; the kick stays pending
+		 * while we wait here, so the first KVM_RUN after resume may end
+		 * at once with EINTR, which is harmless. */
+		machine_pause_point(m);
 		if (vcpu_run(v) == 0) {
 			vcpu_dispatch_exit(m, v);
 			continue;

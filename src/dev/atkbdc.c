@@ -457,6 +457,8 @@ static int atkbdc_init(struct machine *m, char *err, size_t errlen)
 		return -1;
 	if (console_register_kbd(atkbdc_key, k) < 0 || console_register_ptr(atkbdc_pointer, k) < 0)
 		log_warn("atkbdc: console has no room for the PS/2 keyboard or mouse");
+	if (machine_add_key_sink(m, atkbdc_key, k) < 0)
+		log_warn("atkbdc: the API's send-keys cannot reach the PS/2 keyboard");
 	return 0;
 }
 

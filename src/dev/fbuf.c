@@ -8,9 +8,10 @@
  * registers), VESA E-EDID (EDID block), and bhyve's pci_fbuf.c (options).
  *
  * Threads: vCPUs touch the registers (ports, BAR2) and, when KVM cannot map
- * it, the framebuffer through BAR0; the VNC thread calls fbuf_refresh().
- * fb->lock guards the registers, the memory slot and the soft dirty bits;
- * the display-side fields (shadow, shown mode) belong to the VNC thread.
+ * it, the framebuffer through BAR0; the VNC thread calls fbuf_refresh(),
+ * the API thread fbuf_screenshot().  fb->lock guards the registers, the
+ * memory slot and the soft dirty bits; fb->frame_lock the display-side
+ * fields (shadow, shown mode), which those two refreshes share.
  */
 #include "dev/fbuf.h"
 
@@ -119,7 +120,9 @@ struct fbuf {
 	uint64_t soft_dirty[FBUF_NWORDS]; /* written through BAR0 exits */
 	bool redraw;                      /* slot moved: the KVM log restarted */
 	uint32_t width, height;           /* the configured (EDID) size */
-	/* VNC thread only */
+	/* frame_lock: the VNC thread's refresh and the API's screenshot */
+	pthread_mutex_t frame_lock;
+	bool resend;             /* a screenshot took the changes: the VNC's next frame is full */
 	uint32_t *shadow;        /* SHADOW_PIXELS, the frame handed out */
 	uint64_t vga_seen;       /* vga_write_count() at the last refresh */
 	uint64_t vga_pending_ns; /* since when writes wait to be drawn, 0: none */
@@ -746,9 +749,9 @@ static void refresh_legacy(struct fbuf *fb, struct console_frame *f)
 	fb->shown = SHOWN_BLANK;
 }
 
-static void fbuf_refresh(void *arg, struct console_frame *f)
+/* The current frame into the shadow (frame_lock held). */
+static void refresh_frame(struct fbuf *fb, struct console_frame *f)
 {
-	struct fbuf *fb = arg;
 	struct fbuf_mode md;
 	bool complete = take_dirty(fb, &md);
 
@@ -756,6 +759,49 @@ static void fbuf_refresh(void *arg, struct console_frame *f)
 		refresh_dispi(fb, &md, complete, f);
 	else
 		refresh_legacy(fb, f);
+}
+
+static void fbuf_refresh(void *arg, struct console_frame *f)
+{
+	struct fbuf *fb = arg;
+
+	pthread_mutex_lock(&fb->frame_lock);
+	refresh_frame(fb, f);
+	if (fb->resend)
+		f->full = true;
+	fb->resend = false;
+	pthread_mutex_unlock(&fb->frame_lock);
+}
+
+/*
+ * The API's screenshot (machine_screenshot_fn): the same refresh as the
+ * VNC thread's, copied out.  It takes the changes the VNC thread would
+ * have sent, so that thread's next frame goes out in full; a VNC update
+ * being sent while this redraws the shadow may tear, and that full frame
+ * repairs it.
+ */
+static int fbuf_screenshot(void *arg, uint32_t **pixels, uint32_t *width, uint32_t *height)
+{
+	struct fbuf *fb = arg;
+	struct console_frame *f = calloc(1, sizeof(*f));
+	uint32_t *out = NULL;
+
+	if (f == NULL)
+		return -1;
+	pthread_mutex_lock(&fb->frame_lock);
+	refresh_frame(fb, f);
+	fb->resend = true;
+	if (f->pixels != NULL && f->width > 0 && f->height > 0 && f->stride >= f->width)
+		out = malloc((size_t)f->width * f->height * sizeof(uint32_t));
+	for (uint32_t y = 0; out != NULL && y < f->height; y++)
+		memcpy(out + (size_t)y * f->width, f->pixels + (size_t)y * f->stride,
+		       (size_t)f->width * sizeof(uint32_t));
+	pthread_mutex_unlock(&fb->frame_lock);
+	*pixels = out;
+	*width = f->width;
+	*height = f->height;
+	free(f);
+	return out != NULL ? 0 : -1;
 }
 
 /* ---- options ---- */
@@ -1005,6 +1051,7 @@ static void fbuf_free(struct fbuf *fb)
 	if (fb->shadow != NULL)
 		munmap(fb->shadow, SHADOW_PIXELS * sizeof(uint32_t));
 	pthread_mutex_destroy(&fb->lock);
+	pthread_mutex_destroy(&fb->frame_lock);
 	free(fb);
 }
 
@@ -1027,6 +1074,7 @@ static int fbuf_init(struct machine *m, struct pci_func *f, struct config_node *
 	if (fb == NULL)
 		return -1;
 	pthread_mutex_init(&fb->lock, NULL);
+	pthread_mutex_init(&fb->frame_lock, NULL);
 	fb->m = m;
 	fb->f = f;
 	fb->slot = -1;
@@ -1050,6 +1098,7 @@ static int fbuf_init(struct machine *m, struct pci_func *f, struct config_node *
 	if (setup_vga(fb, o.vga, err, errlen) < 0)
 		return -1;
 	console_register_display(fbuf_refresh, fb);
+	machine_set_screenshot(m, fbuf_screenshot, fb);
 	return start_vnc(fb, &o, err, errlen);
 }
 

@@ -130,6 +130,15 @@ static const int vnc_calls[] = {
 	SCMP_SYS(getsockopt), SCMP_SYS(getpeername), SCMP_SYS(getsockname), SCMP_SYS(fcntl),
 	SCMP_SYS(shutdown), END};
 
+/* The API (libmicrohttpd driven by poll): its epoll set, clients on the
+ * unix socket; pause kicks vCPUs (KICKS_VCPUS), power-button and
+ * send-keys raise interrupts, screenshot reads fbuf's dirty log. */
+static const int api_calls[] = {
+	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait),
+	SCMP_SYS(epoll_ctl), SCMP_SYS(accept4), SCMP_SYS(accept), SCMP_SYS(recvfrom),
+	SCMP_SYS(sendto), SCMP_SYS(sendmsg), SCMP_SYS(shutdown), SCMP_SYS(setsockopt), SCMP_SYS(fcntl),
+	END};
+
 #ifdef SANDBOX_SANITIZERS
 /* ASan/UBSan/LSan builds (detected at compile time): the runtime's own
  * bookkeeping, its reports (/proc/self/maps, symbolising) and, in the
@@ -165,6 +174,10 @@ static const unsigned long tap_ioctls[] = {TUNSETOFFLOAD, 0};
 static const unsigned long vnc_ioctls[] = {
 	KVM_GET_DIRTY_LOG, KVM_IRQ_LINE, KVM_SIGNAL_MSI, FIONREAD, FIONBIO, 0};
 
+/* What the API's endpoints do to devices (see api_calls). */
+static const unsigned long api_ioctls[] = {
+	KVM_IRQ_LINE, KVM_SIGNAL_MSI, KVM_GET_DIRTY_LOG, FIONREAD, FIONBIO, 0};
+
 // clang-format on
 
 enum role_flags {
@@ -173,6 +186,11 @@ enum role_flags {
 	DOES_DISK = 1 << 2,
 	KICKS_VCPUS = 1 << 3, /* tgkill, to this process only (vcpu_kick) */
 	USES_RINGS = 1 << 4,
+	/* open and openat fail with EACCES instead of killing: glibc's free()
+	 * reads /proc/sys/vm/overcommit_memory the first time it trims a
+	 * thread arena's heap (the API's PNG buffers do) and copes with a
+	 * failure by not trimming. */
+	OPEN_FAILS = 1 << 5,
 };
 
 struct role_desc {
@@ -203,6 +221,7 @@ static const struct role_desc role_table[SANDBOX_NROLES] = {
     [SANDBOX_BLK_POOL] = {"blk-pool", NULL, {disk_ioctls}, DOES_DISK},
     [SANDBOX_NET_RX] = {"net-rx", net_rx_calls, {kvm_run_ioctls}, 0},
     [SANDBOX_VNC] = {"vnc", vnc_calls, {vnc_ioctls}, 0},
+    [SANDBOX_API] = {"api", api_calls, {api_ioctls}, KICKS_VCPUS | OPEN_FAILS},
 };
 
 /* ---- state ---- */
@@ -311,6 +330,11 @@ static int add_role_rules(scmp_filter_ctx ctx, const struct role_desc *r)
 		return -1;
 #ifdef SANDBOX_SANITIZERS
 	if (allow_list(ctx, san_calls) < 0)
+		return -1;
+#else
+	if ((r->flags & OPEN_FAILS) &&
+	    (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 0) < 0 ||
+	     seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 0) < 0))
 		return -1;
 #endif
 	for (size_t i = 0; i < sizeof(r->ioctls) / sizeof(r->ioctls[0]); i++)

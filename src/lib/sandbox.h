@@ -35,6 +35,7 @@ enum sandbox_role {
 	SANDBOX_BLK_POOL,      /* blockif's thread-engine pool */
 	SANDBOX_NET_RX,        /* virtio-net receive thread */
 	SANDBOX_VNC,           /* the VNC server thread */
+	SANDBOX_API,           /* the API thread (run/api.c): HTTP on its unix socket */
 	SANDBOX_NROLES
 };
 

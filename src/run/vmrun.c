@@ -27,6 +27,7 @@
 #include "lib/log.h"
 #include "lib/parse.h"
 #include "lib/sandbox.h"
+#include "run/api.h"
 #include "run/jail.h"
 #include "vmm/topology.h"
 #include "vmm/vcpu.h"
@@ -254,6 +255,7 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 int vmrun(uint64_t start_ns)
 {
 	static struct machine m; /* lives until exit: devices keep pointers */
+	static struct api api;
 	char err[ERRLEN] = "";
 	int code;
 
@@ -263,8 +265,10 @@ int vmrun(uint64_t start_ns)
 	 * then the seccomp filters (sandbox_arm), which forbid what the jail does. */
 	if (jail_prepare(err, sizeof(err)) < 0 || vcpu_kick_init() < 0 ||
 	    sandbox_setup(err, sizeof(err)) < 0 || build_machine(&m, err, sizeof(err)) < 0 ||
-	    jail_enter(err, sizeof(err)) < 0) {
+	    api_init(&api, &m) < 0 || api_open(&api, err, sizeof(err)) < 0 ||
+	    api_start(&api, err, sizeof(err)) < 0 || jail_enter(err, sizeof(err)) < 0) {
 		log_err("%s", err[0] ? err : "cannot create the VM");
+		api_close(&api);
 		return KHYVE_EXIT_ERROR;
 	}
 	/* Filters go on after every host resource is open (and privileges are
@@ -282,6 +286,7 @@ int vmrun(uint64_t start_ns)
 	if (mevent_loop_run(m.loop) < 0)
 		machine_request_exit(&m, KHYVE_EXIT_ERROR);
 	vcpu_threads_join(&m);
+	api_close(&api);
 	code = __atomic_load_n(&m.exit_code, __ATOMIC_SEQ_CST);
 	mevent_loop_free(m.loop);
 	pflash_close(m.vars);
