@@ -411,6 +411,55 @@ static void cell(const cJSON *src, const struct column *c, char *out, size_t len
 		snprintf(out, len, "%.0f", v->valuedouble);
 }
 
+/* More keys than this (KVM's vCPU statistics are ~30) read better as rows. */
+#define WIDE_TABLE 10
+
+/* A wide group turned round: a row per key, a column per source. */
+static void print_group_rows(const char *title, const cJSON *group, const struct column *cols,
+                             size_t ncols)
+{
+	size_t w0 = strlen(title), wsrc[MAX_ROWS], nsrc = 0;
+	const cJSON *src;
+	char text[32];
+
+	for (size_t i = 0; i < ncols; i++)
+		if (strlen(cols[i].head) > w0)
+			w0 = strlen(cols[i].head);
+	cJSON_ArrayForEach(src, group)
+	{
+		if (nsrc == MAX_ROWS)
+			break;
+		wsrc[nsrc] = strlen(src->string);
+		for (size_t i = 0; i < ncols; i++) {
+			cell(src, &cols[i], text, sizeof(text));
+			if (strlen(text) > wsrc[nsrc])
+				wsrc[nsrc] = strlen(text);
+		}
+		nsrc++;
+	}
+	printf("%-*s", (int)w0, title);
+	nsrc = 0;
+	cJSON_ArrayForEach(src, group)
+	{
+		if (nsrc == MAX_ROWS)
+			break;
+		printf("  %*s", (int)wsrc[nsrc++], src->string);
+	}
+	printf("\n");
+	for (size_t i = 0; i < ncols; i++) {
+		printf("%-*s", (int)w0, cols[i].head);
+		nsrc = 0;
+		cJSON_ArrayForEach(src, group)
+		{
+			if (nsrc == MAX_ROWS)
+				break;
+			cell(src, &cols[i], text, sizeof(text));
+			printf("  %*s", (int)wsrc[nsrc++], text);
+		}
+		printf("\n");
+	}
+}
+
 /* One table: the source's name, then a column per key; numbers right-aligned. */
 static void print_group(const char *title, const cJSON *group)
 {
@@ -424,6 +473,10 @@ static void print_group(const char *title, const cJSON *group)
 		return;
 	}
 	ncols = collect_columns(group, cols);
+	if (ncols > WIDE_TABLE) {
+		print_group_rows(title, group, cols, ncols);
+		return;
+	}
 	w[0] = strlen(title);
 	for (size_t i = 0; i < ncols; i++)
 		w[i + 1] = strlen(cols[i].head);

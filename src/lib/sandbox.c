@@ -132,12 +132,13 @@ static const int vnc_calls[] = {
 
 /* The API (libmicrohttpd driven by poll): its epoll set, clients on the
  * unix socket; pause kicks vCPUs (KICKS_VCPUS), power-button and
- * send-keys raise interrupts, screenshot reads fbuf's dirty log. */
+ * send-keys raise interrupts, screenshot reads fbuf's dirty log, counters
+ * read KVM's per-vCPU statistics (pread of fds opened at set-up). */
 static const int api_calls[] = {
 	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait),
 	SCMP_SYS(epoll_ctl), SCMP_SYS(accept4), SCMP_SYS(accept), SCMP_SYS(recvfrom),
 	SCMP_SYS(sendto), SCMP_SYS(sendmsg), SCMP_SYS(shutdown), SCMP_SYS(setsockopt), SCMP_SYS(fcntl),
-	END};
+	SCMP_SYS(pread64), END};
 
 #ifdef SANDBOX_SANITIZERS
 /* ASan/UBSan/LSan builds (detected at compile time): the runtime's own
