@@ -233,7 +233,7 @@ out:
 }
 
 /* The VM's error text: {"error":"..."} or the HTTP status. */
-static int vm_error(const char *target, const struct api_reply *r)
+static int vm_error(const char *target, const struct apic_reply *r)
 {
 	cJSON *j = r->body ? cJSON_Parse(r->body) : NULL;
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
@@ -590,7 +590,7 @@ static int check_new_file(const struct opts *o)
 	return 0;
 }
 
-static int write_png(const struct opts *o, const char *target, const struct api_reply *r)
+static int write_png(const struct opts *o, const char *target, const struct apic_reply *r)
 {
 	static const unsigned char magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 	int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (o->force ? O_TRUNC : O_EXCL);
@@ -621,7 +621,7 @@ static int write_png(const struct opts *o, const char *target, const struct api_
 
 /* ---- all together ---- */
 
-static int show_reply(const struct opts *o, const char *target, const struct api_reply *r)
+static int show_reply(const struct opts *o, const char *target, const struct apic_reply *r)
 {
 	cJSON *j;
 	int rc;
@@ -651,7 +651,7 @@ static int run(const struct opts *o)
 {
 	char sock[4096], err[4200], *body = NULL;
 	const char *target = o->vm ? o->vm : o->socket;
-	struct api_reply r;
+	struct apic_reply r;
 	int rc = 0;
 
 	if (o->socket)
@@ -665,8 +665,8 @@ static int run(const struct opts *o)
 		return rc;
 	if (o->action->act == ACT_SCREENSHOT && (rc = check_new_file(o)) != 0)
 		return rc;
-	switch (api_call(sock, o->action->method, o->action->endpoint, body, TIMEOUT_MS, &r, err,
-	                 sizeof(err))) {
+	switch (apic_call(sock, o->action->method, o->action->endpoint, body, TIMEOUT_MS, &r, err,
+	                  sizeof(err))) {
 	case API_CALL_NO_VM:
 		/* connect() needs write permission on the socket: say so, not "no VM". */
 		if (access(sock, F_OK) == 0 && access(sock, W_OK) < 0 && errno == EACCES)
@@ -689,7 +689,7 @@ static int run(const struct opts *o)
 		rc = vm_error(target, &r);
 	else
 		rc = show_reply(o, target, &r);
-	api_reply_free(&r);
+	apic_reply_free(&r);
 	return rc;
 }
 

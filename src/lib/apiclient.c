@@ -66,7 +66,7 @@ static bool no_vm(CURLcode rc)
 }
 
 static enum api_call_rc finish(CURL *c, CURLcode rc, struct sink *s, const char *socket_path,
-                               struct api_reply *r, char *err, size_t errlen)
+                               struct apic_reply *r, char *err, size_t errlen)
 {
 	char *type = NULL;
 
@@ -88,9 +88,9 @@ static enum api_call_rc finish(CURL *c, CURLcode rc, struct sink *s, const char 
 	return API_CALL_OK;
 }
 
-enum api_call_rc api_call(const char *socket_path, const char *method, const char *endpoint,
-                          const char *body, long timeout_ms, struct api_reply *r, char *err,
-                          size_t errlen)
+enum api_call_rc apic_call(const char *socket_path, const char *method, const char *endpoint,
+                           const char *body, long timeout_ms, struct apic_reply *r, char *err,
+                           size_t errlen)
 {
 	struct curl_slist *headers = NULL;
 	struct sink s = {0};
@@ -135,7 +135,7 @@ enum api_call_rc api_call(const char *socket_path, const char *method, const cha
 	return out;
 }
 
-void api_reply_free(struct api_reply *r)
+void apic_reply_free(struct apic_reply *r)
 {
 	free(r->body);
 	memset(r, 0, sizeof(*r));

@@ -17,13 +17,13 @@
 
 /* What a call gives back. */
 enum api_call_rc {
-	API_CALL_OK = 0,      /* an HTTP reply came (any status: see api_reply.status) */
+	API_CALL_OK = 0,      /* an HTTP reply came (any status: see apic_reply.status) */
 	API_CALL_FAILED = -1, /* connected, but no usable reply (timeout, bad HTTP, memory) */
 	API_CALL_NO_VM = -2,  /* nothing listens at the socket (missing, refused, not a socket) */
 };
 
-/* One reply; body owned by the reply, freed by api_reply_free(). */
-struct api_reply {
+/* One reply; body owned by the reply, freed by apic_reply_free(). */
+struct apic_reply {
 	long status;           /* HTTP status, e.g. 200, 204, 409 */
 	char content_type[64]; /* "application/json", "image/png", or "" */
 	char *body;            /* NUL-terminated (the NUL is not counted in len); NULL when empty */
@@ -35,14 +35,14 @@ struct api_reply {
  * socket `socket_path`, with JSON `body` (NULL for none), within
  * `timeout_ms` milliseconds for the whole exchange.  A reply body larger
  * than 64 MiB is refused (API_CALL_FAILED).  On API_CALL_OK `r` holds the
- * reply (free it with api_reply_free()); otherwise `err` says why in one
+ * reply (free it with apic_reply_free()); otherwise `err` says why in one
  * line and `r` is empty.
  */
-enum api_call_rc api_call(const char *socket_path, const char *method, const char *endpoint,
-                          const char *body, long timeout_ms, struct api_reply *r, char *err,
-                          size_t errlen);
+enum api_call_rc apic_call(const char *socket_path, const char *method, const char *endpoint,
+                           const char *body, long timeout_ms, struct apic_reply *r, char *err,
+                           size_t errlen);
 
-void api_reply_free(struct api_reply *r);
+void apic_reply_free(struct apic_reply *r);
 
 /*
  * khyve's default socket of the VM `name` (api13: /run/khyve/NAME.sock for

@@ -14,17 +14,17 @@
 static cJSON *live_get(const struct vm_guest *g, const char *endpoint)
 {
 	char sock[PATH_MAX], err[PATH_MAX + 128];
-	struct api_reply r;
+	struct apic_reply r;
 	cJSON *j = NULL;
 
 	if (snprintf(sock, sizeof(sock), "%s/%s", g->dir, VM_API_SOCKET) >= API_SOCKET_MAX)
 		return NULL;
-	if (api_call(sock, "GET", endpoint, NULL, LIVE_TIMEOUT_MS, &r, err, sizeof(err)) !=
+	if (apic_call(sock, "GET", endpoint, NULL, LIVE_TIMEOUT_MS, &r, err, sizeof(err)) !=
 	    API_CALL_OK)
 		return NULL;
 	if (r.status == 200 && r.body)
 		j = cJSON_Parse(r.body);
-	api_reply_free(&r);
+	apic_reply_free(&r);
 	return j;
 }
 
