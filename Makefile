@@ -188,6 +188,11 @@ $(BUILD)/bin/runstat: bench/runstat.c
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/$(notdir $@).d -o $@ $<
 
+# bench/api's client and its floor server.
+$(BUILD)/bin/apilat: bench/apilat.c
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/$(notdir $@).d -o $@ $< $(LDFLAGS)
+
 # Tiny guests for bench/startup: a PVH ELF and a boot sector per variant.
 BENCH_VARIANTS := exit pio-100000 pio-400000 mmio-100000 mmio-400000 alu-100000 \
                   alu-400000 halt
@@ -225,7 +230,7 @@ $(BUILD)/bin/vncbench: bench/vncbench.c
 	$(call say,CC,$@)$(CC) $(CPPFLAGS) $(CFLAGS) $(shell $(PKG_CONFIG) --cflags libvncclient) \
 		-o $@ $< $(LDFLAGS) $(shell $(PKG_CONFIG) --libs libvncclient)
 
-bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/nvme-harness $(BUILD)/bin/runstat $(BENCH_GUESTS) \
+bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/nvme-harness $(BUILD)/bin/runstat $(BUILD)/bin/apilat $(BENCH_GUESTS) \
        $(FB_BENCH_GUESTS) $(BUILD)/bin/vncbench
 
 # ---- libFuzzer targets (tests/fuzz/): clang only, the core rebuilt with
