@@ -130,8 +130,9 @@ static int take_lock(struct api *a, char *err, size_t errlen)
 	}
 	if (flock(a->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno == EWOULDBLOCK)
-			snprintf(err, errlen, "another khyve named %s runs (API socket %s)",
-			         a->m->name != NULL ? a->m->name : "?", a->path);
+			/* The holder's name is not known here: it may differ from
+			 * ours when the socket was given with -o api.socket. */
+			snprintf(err, errlen, "another khyve runs with the API socket %s", a->path);
 		else
 			snprintf(err, errlen, "api.socket: lock %s.lock: %s", a->path,
 			         strerror(errno));
