@@ -690,19 +690,10 @@ static void read_counters(void *arg, struct counter_out *o)
 	counter_put_lat(o, "latency_us", &sum.lat);
 }
 
-static void count_disk(struct counter_source *s, void *ctx)
-{
-	if (s->kind == COUNTER_DISK)
-		(*(unsigned *)ctx)++;
-}
-
 int blockif_register_counters(struct blockif *bi)
 {
-	unsigned n = 0;
-
-	counters_foreach(count_disk, &n);
 	bi->src.kind = COUNTER_DISK;
-	snprintf(bi->src.name, sizeof(bi->src.name), "disk%u", n);
+	snprintf(bi->src.name, sizeof(bi->src.name), "disk%u", counters_count(COUNTER_DISK));
 	bi->src.read = read_counters;
 	bi->src.arg = bi;
 	if (counters_register(&bi->src) < 0)

@@ -410,20 +410,12 @@ static void net_read_counters(void *arg, struct counter_out *o)
 	o->put(o, "rx_no_buffer_total", load(&net->rx.no_buffer));
 }
 
-static void count_nic(struct counter_source *s, void *ctx)
-{
-	if (s->kind == COUNTER_NIC)
-		(*(unsigned *)ctx)++;
-}
-
 /* "netN", N the NICs registered before: slot order, as pci_init() goes. */
 static void net_register_counters(struct virtio_net *net)
 {
-	unsigned n = 0;
-
-	counters_foreach(count_nic, &n);
 	net->counters.kind = COUNTER_NIC;
-	snprintf(net->counters.name, sizeof(net->counters.name), "net%u", n);
+	snprintf(net->counters.name, sizeof(net->counters.name), "net%u",
+	         counters_count(COUNTER_NIC));
 	net->counters.read = net_read_counters;
 	net->counters.arg = net;
 	if (counters_register(&net->counters) < 0)

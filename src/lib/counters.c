@@ -33,6 +33,15 @@ void counters_foreach(void (*fn)(struct counter_source *s, void *ctx), void *ctx
 		fn(p, ctx);
 }
 
+unsigned counters_count(enum counter_kind kind)
+{
+	unsigned n = 0;
+
+	for (struct counter_source *p = head; p != NULL; p = p->next)
+		n += p->kind == kind;
+	return n;
+}
+
 void counters_reset(void)
 {
 	head = tail = NULL;

@@ -67,6 +67,10 @@ int counters_register(struct counter_source *s);
  * once set-up is over (the list no longer changes). */
 void counters_foreach(void (*fn)(struct counter_source *s, void *ctx), void *ctx);
 
+/* How many sources of `kind` are registered: the N of the next one's
+ * "diskN" / "netN" name (sources register in PCI slot order). */
+unsigned counters_count(enum counter_kind kind);
+
 /* Forget every source (unit tests, fuzz targets). */
 void counters_reset(void);
 
