@@ -31,6 +31,8 @@ BUILD_PKGS += cmocka:libcmocka-dev
 endif
 # vm and khyvectl talk to khyve's API socket through libcurl.
 BUILD_PKGS += libcurl:libcurl4-openssl-dev
+# vm web: HTTPS and WebSockets (libwebsockets, OpenSSL), log-in through PAM.
+BUILD_PKGS += libwebsockets:libwebsockets-dev openssl:libssl-dev pam:libpam0g-dev
 pkg_module = $(word 1,$(subst :, ,$(1)))
 pkg_debian = $(word 2,$(subst :, ,$(1)))
 ifneq ($(filter-out check-deps check demo clean format format-check layering doc-tests print-vm-sources,$(or $(MAKECMDGOALS),all)),)
@@ -59,13 +61,14 @@ CORE_SRC := $(filter-out src/lib/apiclient.c,$(CORE_SRC))
 KHYVE_SRC := src/cmd/khyve.c
 
 # The vm manager: src/vm/ (also linked into unit tests) and its main().
-VM_SRC := $(sort $(wildcard src/vm/*.c)) src/lib/parse.c src/lib/mac.c src/lib/hostkvm.c \
+VM_SRC := $(sort $(wildcard src/vm/*.c src/web/*.c)) src/lib/parse.c src/lib/mac.c src/lib/hostkvm.c \
           src/lib/tty_escape.c src/lib/strescape.c src/lib/apiclient.c
 VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
 VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
-VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd libcurl 2>/dev/null || echo -lcjson -lmd -lcurl)
-VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/% $(BUILD)/obj/src/lib/apiclient.o,$(VM_OBJ))
-VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/% $(BUILD)/san/obj/src/lib/apiclient.o,$(VM_SAN_OBJ))
+VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd libcurl libwebsockets openssl pam 2>/dev/null || \
+             echo -lcjson -lmd -lcurl -lwebsockets -lssl -lcrypto -lpam)
+VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/% $(BUILD)/obj/src/web/% $(BUILD)/obj/src/lib/apiclient.o,$(VM_OBJ))
+VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/% $(BUILD)/san/obj/src/web/% $(BUILD)/san/obj/src/lib/apiclient.o,$(VM_SAN_OBJ))
 
 # khyvectl (src/cmd/khyvectl.c): the API's command-line client.
 KHYVECTL_OBJ := $(BUILD)/obj/src/cmd/khyvectl.o $(BUILD)/obj/src/lib/apiclient.o
@@ -290,7 +293,8 @@ check-deps:
 		grub-pc-bin seabios ipxe-qemu clang clang-format libclang-rt-dev nftables dnsmasq-base qemu-utils tmux \
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
 		libattr1-dev libfdt-dev groff-base man-db mandoc \
-		tesseract-ocr debian-installer-12-netboot-amd64 libcurl4-openssl-dev
+		tesseract-ocr debian-installer-12-netboot-amd64 libcurl4-openssl-dev \
+		libwebsockets-dev libssl-dev libpam0g-dev chromium novnc prometheus openssl
 
 # The man pages render without broken words or warnings; make on a machine
 # without the libraries says what to install.
