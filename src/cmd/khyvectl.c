@@ -28,6 +28,7 @@
 #define EXIT_DONE     0
 #define EXIT_VM_ERROR 1
 #define EXIT_NO_VM    2
+#define EXIT_LOCAL    3 /* the answer came but could not be kept here (--screenshot's file) */
 #define EXIT_USAGE    4
 #define TIMEOUT_MS    10000 /* the server drops a connection after 10 s too */
 #define MAX_CHORDS    64    /* api13: at most 64 chords per send-keys */
@@ -601,7 +602,7 @@ static int write_png(const struct opts *o, const char *target, const struct apic
 		return bad_answer(target, "vm.screenshot: the answer is not a PNG image");
 	if ((fd = open(o->value, flags, 0644)) < 0) {
 		fprintf(stderr, "khyvectl: %s: %s\n", o->value, strerror(errno));
-		return EXIT_VM_ERROR;
+		return EXIT_LOCAL;
 	}
 	while (done < r->len) {
 		ssize_t n = write(fd, r->body + done, r->len - done);
@@ -614,7 +615,7 @@ static int write_png(const struct opts *o, const char *target, const struct apic
 	if (done < r->len || close(fd) < 0) {
 		fprintf(stderr, "khyvectl: %s: %s\n", o->value, strerror(errno ? errno : EIO));
 		unlink(o->value);
-		return EXIT_VM_ERROR;
+		return EXIT_LOCAL;
 	}
 	return EXIT_DONE;
 }

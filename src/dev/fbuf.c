@@ -939,9 +939,12 @@ static int parse_opts(struct config_node *node, struct fbuf_opts *o, char *err, 
 		snprintf(err, errlen, "bad password (want 1-8 characters, as VNC authentication)");
 		return -1;
 	}
-	if (config_node_get_bool(node, "wait", false, &o->wait) < 0 ||
-	    config_node_get_bool(node, "vnc", true, &o->vnc) < 0) {
-		snprintf(err, errlen, "bad wait or vnc value (want true or false)");
+	if (config_node_get_bool(node, "wait", false, &o->wait) < 0) {
+		snprintf(err, errlen, "bad wait=%s (want true or false)", config_node_get(node, "wait"));
+		return -1;
+	}
+	if (config_node_get_bool(node, "vnc", true, &o->vnc) < 0) {
+		snprintf(err, errlen, "bad vnc=%s (want true or false)", config_node_get(node, "vnc"));
 		return -1;
 	}
 	if (o->wait && !o->vnc) {
