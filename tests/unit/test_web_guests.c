@@ -7,9 +7,12 @@
 #include "unit.h"
 
 #include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "vm/supervisor.h"
 #include "web/guests.h"
 
 static char *dir; /* scratch: khyve.conf and vms/ */
@@ -523,6 +526,191 @@ static void test_log(void **state)
 	cJSON_Delete(call(web_log_get, "GET", "", "guest=..%2fx", 400));
 }
 
+/* The output of the task `id` once it ended (malloc'd). */
+static char *task_output(int id)
+{
+	cJSON *a, *t;
+	char *out = NULL;
+
+	wait_tasks();
+	a = web_tasks_json(&ctx);
+	cJSON_ArrayForEach(t, a) if (cJSON_GetObjectItem(t, "id")->valueint == id) out =
+	    strdup(cJSON_GetObjectItem(t, "output")->valuestring);
+	cJSON_Delete(a);
+	assert_non_null(out);
+	return out;
+}
+
+/* POST routes with `vm` played by echo: the arguments each one runs. */
+static void test_change_routes(void **state)
+{
+	static const struct {
+		const char *arg, *argv;
+	} actions[] = {{"web1/start", "start web1\n"},
+	               {"web1/stop", "stop web1\n"},
+	               {"web1/restart", "restart web1\n"},
+	               {"web1/poweroff", "poweroff -f web1\n"},
+	               {"web1/reset", "reset -f web1\n"}};
+	char saved[PATH_MAX], *out;
+	struct web_req rq = {.ctx = &ctx,
+	                     .method = "POST",
+	                     .path = "/api/guests",
+	                     .query = "",
+	                     .session = &admin,
+	                     .peer = "127.0.0.1",
+	                     .arg = ""};
+	struct web_resp rs;
+	cJSON *j;
+
+	(void)state;
+	snprintf(saved, sizeof(saved), "%s", sys.self);
+	snprintf(sys.self, sizeof(sys.self), "/bin/echo");
+	for (size_t i = 0; i < ARRAY_LEN(actions); i++) {
+		j = call(web_guests_get_or_action, "POST", actions[i].arg, "", 202);
+		out = task_output(cJSON_GetObjectItem(j, "task")->valueint);
+		assert_string_equal(out, actions[i].argv);
+		free(out);
+		cJSON_Delete(j);
+	}
+	rq.body = "{\"name\":\"n1\",\"template\":\"default\",\"iso\":\"alpine.iso\"}";
+	rq.body_len = strlen(rq.body);
+	memset(&rs, 0, sizeof(rs));
+	web_guests_create(&rq, &rs);
+	assert_int_equal(rs.status, 202);
+	j = cJSON_Parse(rs.body);
+	free(rs.body);
+	out = task_output(cJSON_GetObjectItem(j, "task")->valueint);
+	assert_string_equal(out, "create -t default n1\ninstall n1 alpine.iso\n");
+	free(out);
+	cJSON_Delete(j);
+	rq.body = "{\"name\":\"n1\",\"template\":\"default\",\"iso\":\"a/b.iso\"}";
+	memset(&rs, 0, sizeof(rs));
+	web_guests_create(&rq, &rs);
+	assert_int_equal(rs.status, 400);
+	assert_contains(rs.body, "iso: ");
+	free(rs.body);
+	snprintf(sys.self, sizeof(sys.self), "%s", saved);
+
+	/* A buffered upload through the route. */
+	rq.query = "name=small.iso";
+	rq.body = "0123456789";
+	rq.body_len = 10;
+	memset(&rs, 0, sizeof(rs));
+	web_isos_upload(&rq, &rs);
+	assert_int_equal(rs.status, 201);
+	assert_contains(rs.body, "\"size_bytes\":10");
+	free(rs.body);
+	assert_true(iso_exists("small.iso"));
+	memset(&rs, 0, sizeof(rs));
+	web_isos_upload(&rq, &rs);
+	assert_int_equal(rs.status, 409);
+	free(rs.body);
+	rq.query = "name=..%2Fup.iso";
+	memset(&rs, 0, sizeof(rs));
+	web_isos_upload(&rq, &rs);
+	assert_int_equal(rs.status, 400);
+	free(rs.body);
+}
+
+/* ---- a running guest: run.lock held by us, tests/api/fake-khyve on its socket ---- */
+
+/* Start the fake API of guest `name` (with --paused when `paused`); its pid, or 0. */
+static pid_t fake_khyve(const char *name, bool paused)
+{
+	const char *top = getenv("TOP");
+	char fake[PATH_MAX], sock[PATH_MAX + 64];
+	pid_t pid;
+
+	snprintf(fake, sizeof(fake), "%s/tests/api/fake-khyve", top && *top ? top : ".");
+	snprintf(sock, sizeof(sock), "%s/%s/khyve.sock", vm_dir, name);
+	if (access(fake, R_OK) != 0 || access("/usr/bin/python3", X_OK) != 0)
+		return 0;
+	if ((pid = fork()) == 0) {
+		execl("/usr/bin/python3", "python3", fake, sock, "--name", name,
+		      paused ? "--paused" : NULL, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 100 && access(sock, F_OK) != 0; i++)
+		usleep(50000);
+	return pid;
+}
+
+static void test_running_guest(void **state)
+{
+	char path[PATH_MAX + 64], me[256], *metrics, cmd[3 * PATH_MAX];
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	struct web_req rq = {.ctx = &ctx,
+	                     .method = "GET",
+	                     .path = "/metrics",
+	                     .query = "",
+	                     .body = "",
+	                     .session = &admin,
+	                     .peer = "127.0.0.1",
+	                     .arg = ""};
+	struct web_resp rs = {0};
+	cJSON *j, *counters;
+	pid_t fake;
+	FILE *f;
+	int lock;
+
+	(void)state;
+	mkdirs("live");
+	put("live/live.conf", "cpu=2\nmemory=512M\n");
+	vm_hostname(me, sizeof(me));
+	snprintf(path, sizeof(path), "%s/live/run.lock", vm_dir);
+	lock = open(path, O_RDWR | O_CREAT, 0644);
+	assert_true(lock >= 0);
+	assert_true(write(lock, me, strlen(me)) > 0);
+	assert_int_equal(fcntl(lock, F_OFD_SETLK, &fl), 0);
+	snprintf(path, sizeof(path), "%s/live/run.state", vm_dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f,
+	        "supervisor=\"%d\"\nsupervisor_start=\"%llu\"\nkhyve=\"%d\"\n"
+	        "khyve_start=\"%llu\"\nvnc=\"127.0.0.1:5999\"\n",
+	        (int)getpid(), vm_proc_start(getpid()), (int)getpid(), vm_proc_start(getpid()));
+	fclose(f);
+	if (!(fake = fake_khyve("live", true))) {
+		close(lock);
+		skip();
+	}
+
+	j = call(web_guests_get_or_action, "GET", "live", "", 200);
+	assert_string_equal(cJSON_GetObjectItem(j, "state")->valuestring, "Paused");
+	assert_string_equal(cJSON_GetObjectItem(j, "vnc")->valuestring, "127.0.0.1:5999");
+	assert_int_equal(cJSON_GetObjectItem(j, "pid")->valueint, getpid());
+	assert_true(cJSON_IsNumber(cJSON_GetObjectItem(j, "rss_kib")));
+	counters = cJSON_GetObjectItem(j, "counters");
+	assert_true(cJSON_IsObject(cJSON_GetObjectItem(counters, "disk")));
+	cJSON_Delete(j);
+
+	web_metrics_handler(&rq, &rs);
+	assert_int_equal(rs.status, 200);
+	assert_contains(rs.content_type, "text/plain; version=0.0.4");
+	metrics = strndup(rs.body, rs.len);
+	free(rs.body);
+	assert_contains(metrics, "khyve_guests{state=\"paused\"} 1\n");
+	assert_contains(metrics, "khyve_guests{state=\"stopped\"} 2\n");
+	assert_contains(metrics, "khyve_guest_up{vm=\"live\"} 1\n");
+	assert_contains(metrics,
+	                "khyve_block_read_bytes_total{vm=\"live\",disk=\"disk0\"} 491520\n");
+	if (access("/usr/bin/promtool", X_OK) == 0) {
+		free(unit_write_text(dir, "live.prom", metrics));
+		snprintf(cmd, sizeof(cmd),
+		         "/usr/bin/promtool check metrics <'%s/live.prom' >'%s/live.out' 2>&1 && "
+		         "test ! -s '%s/live.out'",
+		         dir, dir, dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	free(metrics);
+
+	kill(fake, SIGTERM);
+	waitpid(fake, NULL, 0);
+	close(lock);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/live'", vm_dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -538,6 +726,8 @@ int main(void)
 	    cmocka_unit_test(test_guest_detail),
 	    cmocka_unit_test(test_templates_isos_host),
 	    cmocka_unit_test(test_log),
+	    cmocka_unit_test(test_running_guest),
+	    cmocka_unit_test(test_change_routes),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
