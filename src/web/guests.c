@@ -606,7 +606,6 @@ int web_isos_upload(struct web_req *rq, struct web_resp *rs)
 	char name[160], err[PATH_MAX + 128];
 	struct web_upload *u;
 	int status;
-	cJSON *o;
 
 	if (web_query_get(rq->query, "name", name, sizeof(name)) < 0)
 		return web_reply_error(rs, 400, "name: missing (POST /api/isos?name=NAME.iso)");
@@ -615,16 +614,12 @@ int web_isos_upload(struct web_req *rq, struct web_resp *rs)
 	if (web_upload_write(u, rq->body, rq->body_len) < 0) {
 		int e = errno;
 		web_upload_abort(u);
-		return web_reply_error(rs, e == ENOSPC || e == EDQUOT ? 507 : 500, "%s: %s", name,
-		                       strerror(e));
+		return web_reply_error(rs, web_upload_status(e), "%s: %s", name, strerror(e));
 	}
 	if (web_upload_finish(u, err, sizeof(err)) < 0)
 		return web_reply_error(rs, 500, "%s", err);
 	fprintf(stderr, "vm web: %s uploaded %s (%zu bytes)\n", user_of(rq), name, rq->body_len);
-	o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "name", name);
-	cJSON_AddNumberToObject(o, "size_bytes", (double)rq->body_len);
-	return web_reply_json(rs, 201, o);
+	return web_upload_reply(rs, name, rq->body_len);
 }
 
 /* ---- host ---- */

@@ -119,4 +119,11 @@ int web_task_start2(struct web_ctx *ctx, const char *user, char *const argv[], c
 /* An ISO name the upload accepts: [A-Za-z0-9][A-Za-z0-9._+-]*, ends ".iso", at most 128. */
 bool web_iso_name_valid(const char *name);
 
+/* The HTTP status for web_upload_write()'s failure `err` (its errno): 507
+ * for ENOSPC/EDQUOT, 413 for EFBIG (more than Content-Length), else 500. */
+int web_upload_status(int err);
+
+/* The 201 reply of a finished upload: {"name":NAME,"size_bytes":SIZE}. */
+int web_upload_reply(struct web_resp *rs, const char *name, unsigned long long size);
+
 #endif

@@ -4,6 +4,7 @@
  * Content-Length bytes are on disk (fsync first), so no partial ISO ever
  * has the final name; a cut-off or failed upload removes the part file.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -89,6 +90,7 @@ struct web_upload *web_upload_begin(struct web_ctx *ctx, const char *name,
 	return u;
 }
 
+/* -1 with errno: EFBIG past Content-Length, ENOSPC/EDQUOT, EIO, ... */
 int web_upload_write(struct web_upload *u, const void *buf, size_t len)
 {
 	const char *p = buf;
@@ -155,4 +157,18 @@ int web_upload_finish(struct web_upload *u, char *err, size_t errlen)
 	}
 	free(u);
 	return 0;
+}
+
+int web_upload_status(int err)
+{
+	return err == ENOSPC || err == EDQUOT ? 507 : err == EFBIG ? 413 : 500;
+}
+
+int web_upload_reply(struct web_resp *rs, const char *name, unsigned long long size)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "name", name);
+	cJSON_AddNumberToObject(o, "size_bytes", (double)size);
+	return web_reply_json(rs, 201, o);
 }

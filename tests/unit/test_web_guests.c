@@ -7,6 +7,7 @@
 #include "unit.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -24,7 +25,8 @@ static struct web_session admin = {.user = "alice", .role = WEB_ROLE_ADMIN};
 /* vm.counters as tests/api/fake-khyve serves it (docs/api.md's shape). */
 static const char counters_json[] =
     "{\"uptime_ms\":12345,"
-    "\"vcpu\":{\"0\":{\"exits_total\":1000,\"io_exits_total\":400,\"halt_exits_total\":500},"
+    "\"vcpu\":{\"0\":{\"exits_total\":1000,\"io_exits_total\":400,\"halt_exits_total\":500,"
+    "\"halt_wait_ns_total\":1500000000,\"userspace_exits_total\":7,\"pf_fixed_total\":3},"
     "\"1\":{\"exits_total\":1001,\"io_exits_total\":401,\"halt_exits_total\":501}},"
     "\"disk\":{\"disk0\":{\"reads_total\":120,\"writes_total\":45,\"read_bytes_total\":491520,"
     "\"write_bytes_total\":184320,\"errors_total\":0,"
@@ -129,6 +131,7 @@ static void test_metrics_families(void **state)
 	assert_contains(t, "khyve_guest_uptime_seconds{vm=\"web\"} 12.345\n");
 	assert_contains(t, "# TYPE khyve_vcpu_exits_total counter\n");
 	assert_contains(t, "khyve_vcpu_exits_total{vm=\"web\",vcpu=\"1\"} 1001\n");
+	assert_contains(t, "khyve_vcpu_halt_wait_seconds_total{vm=\"web\",vcpu=\"0\"} 1.5\n");
 	assert_contains(t, "khyve_block_read_bytes_total{vm=\"web\",disk=\"disk0\"} 491520\n");
 	assert_contains(t, "# TYPE khyve_block_latency_seconds histogram\n");
 	assert_contains(
@@ -293,6 +296,9 @@ static void test_upload_life(void **state)
 	assert_null(web_upload_begin(&ctx, "huge.iso", 1ULL << 62, &status, err, sizeof(err)));
 	assert_int_equal(status, 507);
 	assert_false(iso_exists(".huge.iso.part"));
+	assert_int_equal(web_upload_status(ENOSPC), 507);
+	assert_int_equal(web_upload_status(EFBIG), 413);
+	assert_int_equal(web_upload_status(EIO), 500);
 }
 
 /* ---- create validation ---- */
