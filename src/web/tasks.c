@@ -141,6 +141,7 @@ static pid_t spawn(const char *self, char *const argv[], int *out_fd, char *err,
 	pid = fork();
 	if (pid == 0) {
 		sigset_t none;
+		/* The loop's signal handling (SIGTERM, SIGPIPE ignored) is not the command's. */
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		for (int s = 1; s < NSIG; s++)
@@ -148,11 +149,14 @@ static pid_t spawn(const char *self, char *const argv[], int *out_fd, char *err,
 		setpgid(0, 0);
 		if (dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)
 			_exit(127);
-		/* Every other fd of ours (the TLS sockets, too) is O_CLOEXEC or closed here. */
-		for (int fd = 3; fd < 1024; fd++)
-			close(fd);
+		/* No fd of ours but 0-2 (the TLS sockets, PAM's) reaches the command. */
+		if (close_range(3, ~0U, 0) < 0)
+			for (int fd = 3; fd < 65536; fd++)
+				close(fd);
 		execv(self, full);
-		dprintf(2, "vm web: cannot run %s: %s\n", self, strerror(errno));
+		/* Only async-signal-safe calls after fork (PAM runs threads). */
+		static const char msg[] = "vm web: cannot run the vm binary\n";
+		(void)!write(2, msg, sizeof(msg) - 1);
 		_exit(127);
 	}
 	close(null);
