@@ -799,6 +799,22 @@ static int cmp_lines(const void *x, const void *y)
 	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
+/* Query parameter `key` into `out`: 0 ("" when absent), or -1 when it is
+ * there but too long or undecodable (a filter silently dropped would show
+ * more than was asked for). */
+static int query_param(const char *query, const char *key, char *out, size_t len)
+{
+	size_t kl = strlen(key);
+
+	if (web_query_get(query, key, out, len) == 0)
+		return 0;
+	out[0] = '\0';
+	for (const char *p = query; p && *p; p += strcspn(p, "&"), p += *p == '&')
+		if (!strncmp(p, key, kl) && (p[kl] == '=' || p[kl] == '&' || !p[kl]))
+			return -1;
+	return 0;
+}
+
 int web_log_get(struct web_req *rq, struct web_resp *rs)
 {
 	struct log_arg a = {0};
@@ -806,14 +822,15 @@ int web_log_get(struct web_req *rq, struct web_resp *rs)
 	long limit = LOG_LIMIT_DEF;
 	cJSON *o, *lines;
 
-	if (web_query_get(rq->query, "guest", guest, sizeof(guest)) == 0 && guest[0]) {
-		if (!vm_name_valid(guest))
-			return web_reply_error(rs, 400, "guest: not a guest name");
-		a.only = guest;
-	}
-	if (web_query_get(rq->query, "q", a.q, sizeof(a.q)) < 0)
-		a.q[0] = '\0';
-	if (web_query_get(rq->query, "limit", lim, sizeof(lim)) == 0 && lim[0]) {
+	if (query_param(rq->query, "guest", guest, sizeof(guest)) < 0 ||
+	    (guest[0] && !vm_name_valid(guest)))
+		return web_reply_error(rs, 400, "guest: not a guest name");
+	a.only = guest[0] ? guest : NULL;
+	if (query_param(rq->query, "q", a.q, sizeof(a.q)) < 0)
+		return web_reply_error(rs, 400, "q: at most %zu bytes", sizeof(a.q) - 1);
+	if (query_param(rq->query, "limit", lim, sizeof(lim)) < 0)
+		return web_reply_error(rs, 400, "limit: want 1 to %d", LOG_LIMIT_MAX);
+	if (lim[0]) {
 		char *end;
 		limit = strtol(lim, &end, 10);
 		if (*end || limit < 1 || limit > LOG_LIMIT_MAX)

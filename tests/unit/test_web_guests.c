@@ -530,6 +530,13 @@ static void test_log(void **state)
 	cJSON_Delete(j);
 	cJSON_Delete(call(web_log_get, "GET", "", "limit=0", 400));
 	cJSON_Delete(call(web_log_get, "GET", "", "guest=..%2fx", 400));
+	cJSON_Delete(call(
+	    web_log_get, "GET", "",
+	    "guest=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 400));
+	cJSON_Delete(call(web_log_get, "GET", "", "limit=12345678901234567890", 400));
+	j = call(web_log_get, "GET", "", "other=1&guest=&q=", 200);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "lines")), 3);
+	cJSON_Delete(j);
 }
 
 /* The output of the task `id` once it ended (malloc'd). */
