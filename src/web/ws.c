@@ -84,13 +84,14 @@ struct ws_pss {
 static void ws_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void ws_log(const char *fmt, ...)
 {
+	char line[WS_WHY + 512];
 	va_list ap;
 
-	fputs("vm web: ", stderr);
+	/* One write per line, so lines of other parts never interleave. */
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "vm web: %s\n", line);
 }
 
 static const char *kind_name(enum ws_kind k)
@@ -131,6 +132,8 @@ static int request_port(struct lws *wsi, char *out, size_t len)
 {
 	char frag[64];
 
+	if (len < 5)
+		return -1;
 	snprintf(out, len, "com1");
 	for (int i = 0; i < 16; i++) {
 		if (lws_hdr_copy_fragment(wsi, frag, sizeof(frag), WSI_TOKEN_HTTP_URI_ARGS, i) < 0)
@@ -140,7 +143,7 @@ static int request_port(struct lws *wsi, char *out, size_t len)
 		if (strlen(frag + 5) != 4 || strncmp(frag + 5, "com", 3) != 0 || frag[8] < '1' ||
 		    frag[8] > '4')
 			return -1;
-		snprintf(out, len, "%s", frag + 5);
+		memcpy(out, frag + 5, 5); /* "comN" and its NUL */
 	}
 	return 0;
 }
@@ -199,7 +202,9 @@ static int serial_ready(const struct vm_guest *g, const struct vm_status *st, st
 		snprintf(why, whylen, "%s is not running", g->name);
 		return 404;
 	}
-	if (!pty_link_ok(t->link)) {
+	/* The link outlives a khyve killed without cleaning up: its pty must
+	 * still be there. */
+	if (!pty_link_ok(t->link) || stat(t->link, &sb) < 0) {
 		snprintf(why, whylen, "%s has no %s pty", g->name, t->port);
 		return 404;
 	}
@@ -546,8 +551,13 @@ static int callback_raw(struct lws *wsi, enum lws_callback_reasons reason, void 
 
 	(void)user;
 	switch (reason) {
-	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
-		return 1; /* internal: never a browser's subprotocol */
+	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
+		char peer[64];
+
+		peer_of(wsi, peer, sizeof(peer));
+		ws_log("refused console from %s: 400 khyve-ws-raw is internal", peer);
+		return 1; /* never a browser's subprotocol */
+	}
 	case LWS_CALLBACK_RAW_RX:
 		if (!r || !r->ws)
 			return -1;

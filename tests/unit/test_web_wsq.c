@@ -159,7 +159,8 @@ static void test_wsq_model(void **state)
 				size_t room = wsq_reserve(&q, &w);
 
 				n = n < room ? n : room;
-				memcpy(w, in + put, n);
+				if (n) /* w is NULL when full */
+					memcpy(w, in + put, n);
 				wsq_commit(&q, n);
 				put += n;
 			} else if (wsq_append(&q, in + put, n) == 0) {
