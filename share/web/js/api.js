@@ -186,12 +186,14 @@ export function poll(fn, ms = 2000) {
   return { now: () => { if (timer !== null) clearTimeout(timer); timer = null; tick(); } };
 }
 
-// A short message in the page's status line (#notice), an error in red.
-export function notice(text, isError = false) {
+// A short message in the page's status line (#notice): kind true is an error
+// (red), 'info' a remark (grey), else a success (green).
+export function notice(text, kind = false) {
   const n = $('notice');
   if (!n) return;
   n.textContent = text || '';
-  n.className = 'notice' + (text ? (isError ? ' notice-error' : ' notice-ok') : '');
+  const cls = kind === true ? ' notice-error' : kind === 'info' ? ' notice-info' : ' notice-ok';
+  n.className = 'notice' + (text ? cls : '');
 }
 
 // The header bar: host name, user and role, logout.  Returns the session, or

@@ -166,7 +166,7 @@ window.addEventListener('beforeunload', (e) => {
 initPage().then(async (s) => {
   if (!s) return;
   if (!isAdmin()) {
-    notice('You may look but not change: creating guests and uploading ISO images needs an administrator.');
+    notice('You may look but not change: creating guests and uploading ISO images needs an administrator.', 'info');
     for (const e of $('create-form').elements) e.disabled = true;
     $('upload-file').disabled = true;
   }

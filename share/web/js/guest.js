@@ -21,6 +21,7 @@ let prevTotals = null;
 let lastConfigText = '';
 let graphs = null;
 let poller = null;
+let current = { state: 'Locked', vnc: '' }; // the guest as last seen
 
 function setupGraphs() {
   graphs = {
@@ -53,8 +54,10 @@ function updateGraphs(counters) {
   graphs.net.push([r.netRx, r.netTx]);
 }
 
-function setButtons(state) {
-  const ok = (!busy && isAdmin() && APPLIES[state]) || [];
+function setButtons() {
+  const state = current.state;
+  // While a task this page started runs, nothing is offered twice.
+  const ok = (!busy && watched.size === 0 && isAdmin() && APPLIES[state]) || [];
   for (const a of ACTIONS) {
     const b = $('btn-' + a);
     b.disabled = !ok.includes(a);
@@ -64,7 +67,7 @@ function setButtons(state) {
   for (const [id, page] of [['link-vnc', 'vnc'], ['link-serial', 'serial']]) {
     const a = $(id);
     a.href = `/${page}.html?name=${encodeURIComponent(name)}`;
-    a.hidden = !isAdmin() || !live;
+    a.hidden = !isAdmin() || !live || (page === 'vnc' && !current.vnc);
   }
 }
 
@@ -77,8 +80,8 @@ function render(g) {
   st.className = 'badge badge-' + String(g.state || 'unknown').toLowerCase();
   st.textContent = g.state || '-';
   $('guest-summary').textContent = g.state === 'Running' && g.uptime_s !== null ? 'up ' + fmtDuration(g.uptime_s) : '';
-  setButtons(g.state);
-  if (!isAdmin() || !(g.state === 'Running' || g.state === 'Paused') || !g.vnc) $('link-vnc').hidden = true;
+  current = { state: g.state, vnc: g.vnc };
+  setButtons();
 
   $('guest-summary-table').tBodies[0].replaceChildren(...kvRows([
     ['State', stateBadge(g.state)],
@@ -129,6 +132,7 @@ function renderTasks(tasks) {
     el('td', { text: fmtTime(t.started) }), el('td', { text: t.user }),
     el('td', { class: 'mono', text: t.command }),
     el('td', {}, el('span', { class: 'badge badge-' + t.state, text: t.state + (t.status ? ' (' + t.status + ')' : '') })))));
+  for (const id of watched) if (!tasks.some((t) => t.id === id)) watched.delete(id);
   for (const t of tasks) {
     if (!watched.has(t.id) || t.state === 'running') continue;
     watched.delete(t.id);
@@ -139,7 +143,7 @@ function renderTasks(tasks) {
 
 async function act(action) {
   busy = true;
-  setButtons($('guest-state').textContent);
+  setButtons();
   notice(`${action}: sending...`);
   try {
     const r = await api(`/api/guests/${encodeURIComponent(name)}/${action}`, { method: 'POST' });
@@ -161,7 +165,8 @@ async function refresh() {
     if (e.status === 404) {
       $('guest-state').textContent = 'unknown';
       notice(`There is no guest named "${name}".`, true);
-      setButtons('Locked');
+      current = { state: 'Locked', vnc: '' };
+      setButtons();
       return;
     }
     throw e;
@@ -169,6 +174,7 @@ async function refresh() {
   render(g);
   const t = await api('/api/tasks');
   renderTasks((t && t.tasks) || []);
+  setButtons();
 }
 
 document.title = name + ' - khyve';
@@ -178,6 +184,6 @@ for (const a of ACTIONS) $('btn-' + a).addEventListener('click', () => act(a));
 setupGraphs();
 initPage().then((s) => {
   if (!s) return;
-  setButtons('Locked');
+  setButtons();
   poller = poll(() => refresh().catch((e) => e.status !== 401 && notice(e.message, true)), 2000);
 });
