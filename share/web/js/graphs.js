@@ -43,6 +43,7 @@ export class LineGraph {
     this.unit = unit;
     this.series = series;
     this.data = series.map(() => []);
+    this.emptyText = 'no data';
     new ResizeObserver(() => this.draw()).observe(canvas);
   }
 
@@ -144,7 +145,7 @@ export class LineGraph {
     if (!this.data.some((d) => d.length)) {
       g.fillStyle = '#94a3b8';
       g.textAlign = 'center';
-      g.fillText('no data (the guest is not running)', (left + right) / 2, (top + bottom) / 2);
+      g.fillText(this.emptyText, (left + right) / 2, (top + bottom) / 2);
       g.textAlign = 'left';
     }
   }

@@ -40,6 +40,11 @@ function setupGraphs() {
 }
 
 function updateGraphs(counters) {
+  const has = (group) => !!counters && Object.keys(counters[group] || {}).length > 0;
+  const why = counters ? 'collecting samples...' : 'no counters: the guest is not running';
+  graphs.cpu.emptyText = why;
+  graphs.disk.emptyText = counters && !has('disk') ? 'the guest has no disks' : why;
+  graphs.net.emptyText = counters && !has('nic') ? 'the guest has no NICs' : why;
   if (!counters) {
     if (prevTotals) for (const g of Object.values(graphs)) g.clear();
     prevTotals = null;
@@ -48,10 +53,15 @@ function updateGraphs(counters) {
   const cur = counterTotals(counters);
   const r = counterRates(prevTotals, cur);
   prevTotals = cur;
-  if (!r) return;
+  if (!r) {
+    for (const g of Object.values(graphs)) g.draw();
+    return;
+  }
   graphs.cpu.push([r.exits]);
-  graphs.disk.push([r.diskRead, r.diskWrite]);
-  graphs.net.push([r.netRx, r.netTx]);
+  if (has('disk')) graphs.disk.push([r.diskRead, r.diskWrite]);
+  else graphs.disk.draw();
+  if (has('nic')) graphs.net.push([r.netRx, r.netTx]);
+  else graphs.net.draw();
 }
 
 function setButtons() {

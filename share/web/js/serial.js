@@ -67,6 +67,7 @@ function start() {
     theme: { background: '#000000' },
   });
   term.open($('terminal'));
+  window.term = term; // for tests and the browser's console
   term.onData((d) => {
     if (ws && ws.readyState === WebSocket.OPEN) ws.send(d);
   });
