@@ -74,7 +74,7 @@ VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/% $(BUILD)/san/obj/src/web/%
 WEB_ROOT  := $(BUILD)/share/khyve/web
 WEB_STAMP := $(BUILD)/share/khyve/.web-stamp
 NPM_STAMP := $(BUILD)/npm/.stamp
-WEB_SRC   := $(sort $(shell find share/web -type f -not -name 'package*.json' 2>/dev/null))
+WEB_SRC   := $(sort $(shell find share/web -path share/web/node_modules -prune -o -type f -print 2>/dev/null))
 XTERM_DIR := $(BUILD)/npm/node_modules/@xterm/xterm
 
 # khyvectl (src/cmd/khyvectl.c): the API's command-line client.
@@ -310,7 +310,8 @@ $(NPM_STAMP): share/web/package.json share/web/package-lock.json
 
 $(WEB_STAMP): $(WEB_SRC) $(NPM_STAMP)
 	$(call say,WEB,$(WEB_ROOT))rm -rf $(WEB_ROOT) && mkdir -p $(WEB_ROOT) && \
-		cp -r share/web/. $(WEB_ROOT)/ && rm -f $(WEB_ROOT)/package.json $(WEB_ROOT)/package-lock.json
+		cp -r share/web/. $(WEB_ROOT)/ && \
+		rm -rf $(WEB_ROOT)/package.json $(WEB_ROOT)/package-lock.json $(WEB_ROOT)/node_modules
 	$(Q)if [ -f $(XTERM_DIR)/lib/xterm.js ] && [ -f $(XTERM_DIR)/css/xterm.css ]; then \
 		mkdir -p $(WEB_ROOT)/vendor/xterm && \
 		cp $(XTERM_DIR)/lib/xterm.js $(XTERM_DIR)/css/xterm.css $(WEB_ROOT)/vendor/xterm/; fi
