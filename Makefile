@@ -70,6 +70,13 @@ VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd libcurl libwebsockets ope
 VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/% $(BUILD)/obj/src/web/% $(BUILD)/obj/src/lib/apiclient.o,$(VM_OBJ))
 VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/% $(BUILD)/san/obj/src/web/% $(BUILD)/san/obj/src/lib/apiclient.o,$(VM_SAN_OBJ))
 
+# vm web's pages (the rules: "vm web's pages" below).
+WEB_ROOT  := $(BUILD)/share/khyve/web
+WEB_STAMP := $(BUILD)/share/khyve/.web-stamp
+NPM_STAMP := $(BUILD)/npm/.stamp
+WEB_SRC   := $(sort $(shell find share/web -path share/web/node_modules -prune -o -type f -print 2>/dev/null))
+XTERM_DIR := $(BUILD)/npm/node_modules/@xterm/xterm
+
 # khyvectl (src/cmd/khyvectl.c): the API's command-line client.
 KHYVECTL_OBJ := $(BUILD)/obj/src/cmd/khyvectl.o $(BUILD)/obj/src/lib/apiclient.o
 KHYVECTL_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libcurl 2>/dev/null || echo -lcjson -lcurl) -lm
@@ -87,7 +94,7 @@ GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 .PHONY: build-tests install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests soak-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke fuzz-long
 .DEFAULT_GOAL := all
 
-all: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl
+all: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(WEB_STAMP)
 
 # What vm's code needs besides src/vm, for tests that link it themselves
 # (tests/lab/vm-grub's driver).
@@ -285,6 +292,31 @@ comma := ,
 fuzz-long: $(FUZZ_BIN)
 	@tests/fuzz/run-long $(FUZZ_LONG_SECONDS) $(BUILD)/fuzz $(FUZZ_LONG_BIN)
 
+# ---- vm web's pages: share/web plus xterm.js from npm ----
+# npm ci installs the xterm.js that share/web/package-lock.json pins into
+# $(BUILD)/npm, again only when package.json or the lock change (its stamp);
+# the web root $(WEB_ROOT) (build/bin/vm's default: dirname(self)/../share/
+# khyve/web) is the pages plus vendor/xterm/.  Without npm (or when it
+# fails) the root has no vendor/xterm and serial.html says so.
+
+$(NPM_STAMP): share/web/package.json share/web/package-lock.json
+	@mkdir -p $(@D)
+	@cp share/web/package.json share/web/package-lock.json $(@D)/
+	$(call say,NPM,$(@D))if ! command -v npm >/dev/null 2>&1; then \
+		echo "web: npm is missing: the web root gets no xterm.js (the serial console needs it)"; \
+	elif (cd $(@D) && timeout 300 npm ci --no-audit --no-fund --ignore-scripts >npm.log 2>&1); then \
+		touch $@; \
+	else echo "web: npm ci failed (see $(@D)/npm.log): the web root gets no xterm.js"; fi
+
+$(WEB_STAMP): $(WEB_SRC) $(NPM_STAMP)
+	$(call say,WEB,$(WEB_ROOT))rm -rf $(WEB_ROOT) && mkdir -p $(WEB_ROOT) && \
+		cp -r share/web/. $(WEB_ROOT)/ && \
+		rm -rf $(WEB_ROOT)/package.json $(WEB_ROOT)/package-lock.json $(WEB_ROOT)/node_modules
+	$(Q)if [ -f $(XTERM_DIR)/lib/xterm.js ] && [ -f $(XTERM_DIR)/css/xterm.css ]; then \
+		mkdir -p $(WEB_ROOT)/vendor/xterm && \
+		cp $(XTERM_DIR)/lib/xterm.js $(XTERM_DIR)/css/xterm.css $(WEB_ROOT)/vendor/xterm/; fi
+	$(Q)touch $@
+
 # ---- the test suite ----
 check-deps:
 	@scripts/need-packages build-essential pkg-config libcmocka-dev liburing-dev libmd-dev libcjson-dev \
@@ -295,6 +327,8 @@ check-deps:
 		libattr1-dev libfdt-dev groff-base man-db mandoc \
 		tesseract-ocr debian-installer-12-netboot-amd64 libcurl4-openssl-dev \
 		libwebsockets-dev libssl-dev libpam0g-dev chromium novnc prometheus openssl
+	@# vm web's xterm.js comes from npm (nodesource's nodejs ships it).
+	@command -v npm >/dev/null 2>&1 || scripts/need-packages npm
 
 # The man pages render without broken words or warnings; make on a machine
 # without the libraries says what to install.
@@ -407,14 +441,17 @@ SYSTEMD_DIR ?= /etc/systemd/system
 # Where bash-completion loads completions on demand (as SYSTEMD_DIR, the
 # system's place whatever PREFIX is); under DESTDIR when one is given.
 BASH_COMPLETION_DIR ?= /usr/share/bash-completion/completions
-install: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl
+install: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(WEB_STAMP)
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/khyve/templates \
+		$(DESTDIR)$(PREFIX)/share/khyve/web \
 		$(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(SYSTEMD_DIR) \
 		$(DESTDIR)$(BASH_COMPLETION_DIR)
 	install -m 644 share/completion/vm share/completion/khyve share/completion/khyvectl \
 		$(DESTDIR)$(BASH_COMPLETION_DIR)/
 	install -m 755 $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(DESTDIR)$(PREFIX)/sbin/
 	install -m 644 share/templates/*.conf $(DESTDIR)$(PREFIX)/share/khyve/templates/
+	rm -rf $(DESTDIR)$(PREFIX)/share/khyve/web/* && cp -r $(WEB_ROOT)/. $(DESTDIR)$(PREFIX)/share/khyve/web/
+	chmod -R u=rwX,go=rX $(DESTDIR)$(PREFIX)/share/khyve/web
 	install -m 644 share/khyve.8 share/vm.8 share/khyvectl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	sed 's|/usr/local|$(PREFIX)|g' share/khyve.service >$(DESTDIR)$(SYSTEMD_DIR)/khyve.service
 	@getent group khyve >/dev/null || [ -n "$(DESTDIR)" ] || groupadd --system khyve || true
