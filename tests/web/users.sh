@@ -21,13 +21,13 @@ die() { echo "users.sh: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root"
 # Bind mounts in the caller's namespace would show the test users to the
-# whole machine: this must run in a namespace other than pid 1's and than
-# $KHYVE_OUTER_MNTNS (tests/web/run's before its unshare).
+# whole machine: this runs only in a namespace other than
+# $KHYVE_OUTER_MNTNS, the caller's before its unshare (readlink
+# /proc/self/ns/mnt there; pid 1's may be either under unshare --pid).
 ns=$(readlink /proc/self/ns/mnt)
-[ "$ns" != "$(readlink /proc/1/ns/mnt)" ] && [ "$ns" != "${KHYVE_OUTER_MNTNS:-}" ] &&
-	[ -n "${KHYVE_OUTER_MNTNS:-}" ] ||
-	die "not in a private mount namespace (run it under unshare --mount --propagation private" \
-		"with KHYVE_OUTER_MNTNS set to the namespace outside, readlink /proc/self/ns/mnt)"
+[ -n "${KHYVE_OUTER_MNTNS:-}" ] && [ "$ns" != "$KHYVE_OUTER_MNTNS" ] ||
+	die "not in a private mount namespace: run it under unshare --mount --propagation private" \
+		"with KHYVE_OUTER_MNTNS set to the namespace outside"
 command -v openssl >/dev/null || die "no openssl"
 getent passwd khyveadm >/dev/null || getent passwd khyveview >/dev/null &&
 	die "users khyveadm/khyveview exist already"
