@@ -334,7 +334,8 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/guests/ticker.rom 
 # list, start, both consoles, stop; screenshots in $(BUILD)/web; about a
 # minute).  `all` builds vm and the web root ($(BUILD)/share/khyve/web).
 .PHONY: web-tests
-web-tests: all $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/guests/web.rom $(BUILD)/guests/hello.rom
+web-tests: all $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/guests/web.rom $(BUILD)/guests/hello.rom \
+           $(BUILD)/tests/vncshot
 	@tests/web/run $(BUILD)
 
 # The binaries are built hardened (HARDEN, LDFLAGS): checked with readelf.
