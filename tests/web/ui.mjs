@@ -41,13 +41,15 @@ function bad(step, detail) {
 	results.push({ step, ok: false, detail });
 	console.log(`FAIL ui-${step}: ${String(detail).split('\n')[0].slice(0, 300)}`);
 }
-// step(NAME, FN): FN's result is the detail; an exception fails the step.
+// step(NAME, FN): FN's result is the detail; an exception fails the step
+// (the page as it was then: OUT/failed-NAME.png).
 async function step(name, fn) {
 	try {
 		ok(name, await fn());
 		return true;
 	} catch (e) {
 		bad(name, e && e.message ? e.message : String(e));
+		await page.screenshot({ path: join(out, `failed-${name}.png`), timeout: 5000 }).catch(() => {});
 		return false;
 	}
 }
