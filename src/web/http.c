@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <libwebsockets.h>
@@ -24,6 +27,7 @@
 
 #define REQUEST_TIMEOUT_S 30
 #define WRITE_CHUNK       16384
+#define MAX_CONNECTIONS   64
 
 static const char CSP[] = "default-src 'self'; img-src 'self' data: blob:; connect-src 'self' "
                           "wss:; style-src 'self' 'unsafe-inline'";
@@ -484,6 +488,55 @@ static int serve_static(struct web_ctx *ctx, struct http_pss *p)
 	return 0;
 }
 
+/* ---- the connection limit ---- */
+
+/* The port of a TCP socket's local address, or -1. */
+static int local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return -1;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return -1;
+}
+
+/*
+ * LWS_CALLBACK_FILTER_NETWORK_CONNECTION: refuse a client beyond the 64th.
+ * lws keeps no count we can read, and an upgraded connection leaves this
+ * protocol, so the clients are counted from the descriptors themselves:
+ * connected sockets on the listening port (a relay's own connection to a
+ * guest has another local port; ptys and pipes are no sockets).
+ */
+static int connection_allowed(struct web_ctx *ctx, int fd)
+{
+	static int high_fd;
+	static time_t last_log;
+	const char *colon = strrchr(ctx->listen, ':');
+	int port = colon ? atoi(colon + 1) : -1, n = 0;
+	struct sockaddr_storage peer;
+	socklen_t len;
+
+	if (fd > high_fd)
+		high_fd = fd;
+	for (int i = 0; i <= high_fd; i++) {
+		len = sizeof(peer);
+		if (i != fd && local_port(i) == port &&
+		    getpeername(i, (struct sockaddr *)&peer, &len) == 0)
+			n++;
+	}
+	if (n < MAX_CONNECTIONS)
+		return 1;
+	if (time(NULL) != last_log) /* one line a second, however many knock */
+		web_log("refused a connection: %d clients already", n);
+	last_log = time(NULL);
+	return 0;
+}
+
 /* ---- a new request ---- */
 
 static void hdr(struct lws *wsi, char *out, int len, enum lws_token_indexes t)
@@ -644,6 +697,9 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 		if (p)
 			pss_release(ctx_of(wsi), p);
 		return 0;
+	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+		ctx = wsi ? ctx_of(wsi) : NULL;
+		return ctx && !connection_allowed(ctx, (int)(intptr_t)in);
 	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
 		ctx = wsi ? ctx_of(wsi) : NULL;
 		if (ctx && ctx->auth)

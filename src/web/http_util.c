@@ -101,7 +101,7 @@ int web_static_rel(const char *path, char *rel, size_t rellen)
 	const char *p;
 	size_t n;
 
-	if (path[0] != '/')
+	if (path[0] != '/' || strstr(path, ".."))
 		return -1;
 	for (p = path; *p; p++) {
 		unsigned char c = (unsigned char)*p;

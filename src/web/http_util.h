@@ -35,8 +35,8 @@ int web_url_decode(const char *in, size_t len, char *out, size_t outlen, bool pl
 /*
  * The file a static URL path names, relative to its root, into rel: "/" ->
  * "index.html", "/a/" -> "a/index.html", "/a/b.css" -> "a/b.css".  -1 (a
- * refusal, 404) for a path not starting with '/', or with "..", "//", a
- * backslash, a control character, or a component starting with '.'.
+ * refusal, 404) for a path not starting with '/', or with ".." anywhere,
+ * "//", a backslash, a control character, or a component starting with '.'.
  */
 int web_static_rel(const char *path, char *rel, size_t rellen);
 

@@ -5,12 +5,39 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include <libwebsockets.h>
 
 #include "web/web.h"
 
-const struct web_route web_guest_routes[] = {{NULL, NULL, 0, 0, NULL}};
+static int stub_metrics(struct web_req *rq, struct web_resp *rs)
+{
+	(void)rq;
+	rs->status = 200;
+	rs->content_type = "text/plain; version=0.0.4";
+	rs->body = strdup("# HELP khyve_guests Guests.\n# TYPE khyve_guests gauge\n");
+	rs->len = rs->body ? strlen(rs->body) : 0;
+	return 0;
+}
+
+/* A change that changes nothing: the access checks and body limits apply. */
+static int stub_guest_action(struct web_req *rq, struct web_resp *rs)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "arg", rq->arg);
+	cJSON_AddNumberToObject(o, "body_len", (double)rq->body_len);
+	return web_reply_json(rs, 202, o);
+}
+
+const struct web_route web_guest_routes[] = {
+    {"GET", "/metrics", WEB_METRICS_TOKEN, 0, stub_metrics},
+    {"POST", "/api/guests/", WEB_CHANGE, 16384, stub_guest_action},
+    {NULL, NULL, 0, 0, NULL},
+};
 
 int web_task_start(struct web_ctx *ctx, const char *user, char *const argv[], char *err,
                    size_t errlen)

@@ -186,7 +186,7 @@ static int load_metrics_token(struct web_ctx *ctx)
 			           "web: %s is not 64 hex digits (remove it to make a new one)",
 			           path),
 			       -1;
-		snprintf(ctx->metrics_token, sizeof(ctx->metrics_token), "%s", buf);
+		memcpy(ctx->metrics_token, buf, 65); /* 64 digits and the NUL */
 		return 0;
 	}
 	if (errno != ENOENT)
@@ -423,6 +423,11 @@ int cmd_web(struct vm_sys *sys, int argc, char **argv)
 	if (set_paths(ctx) < 0 || make_state_dir(ctx->state_dir) < 0 || load_metrics_token(ctx) < 0)
 		goto out;
 	if (o.cert) {
+		if (access(o.cert, R_OK) < 0 || access(o.key, R_OK) < 0) {
+			vm_error("web: cannot read %s: %s",
+			         access(o.cert, R_OK) < 0 ? o.cert : o.key, strerror(errno));
+			goto out;
+		}
 		snprintf(cert, sizeof(cert), "%s", o.cert);
 		snprintf(key, sizeof(key), "%s", o.key);
 	} else if (vm_path(cert, ctx->state_dir, "cert.pem") < 0 ||
