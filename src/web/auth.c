@@ -453,6 +453,7 @@ const struct web_session *web_auth_wsi(struct web_ctx *ctx, struct lws *wsi, enu
 	hdr_copy(wsi, origin, sizeof(origin), WSI_TOKEN_ORIGIN);
 	hdr_copy(wsi, host, sizeof(host), WSI_TOKEN_HOST);
 	lws_get_peer_simple(wsi, peer, sizeof(peer));
+	web_peer_plain(peer);
 	if (!web_origin_ok(origin, host)) {
 		web_log("refused: WebSocket from %s with Origin '%s' for host '%s'", peer, origin,
 		        host);

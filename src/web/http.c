@@ -563,9 +563,7 @@ static void read_headers(struct http_pss *p, struct lws *wsi)
 	p->length = strtoull(len, NULL, 10);
 	p->chunked = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0;
 	lws_get_peer_simple(wsi, p->peer, sizeof(p->peer));
-	/* An IPv4 client of a dual-stack socket: its plain address. */
-	if (!strncmp(p->peer, "::ffff:", 7) && strchr(p->peer, '.'))
-		memmove(p->peer, p->peer + 7, strlen(p->peer + 7) + 1);
+	web_peer_plain(p->peer);
 }
 
 static int request_method(struct lws *wsi, char *out, size_t len)

@@ -193,6 +193,12 @@ bool web_origin_ok(const char *origin, const char *host)
 	return host[0] && !strncmp(origin, "https://", 8) && !strcmp(origin + 8, host);
 }
 
+void web_peer_plain(char *peer)
+{
+	if (!strncmp(peer, "::ffff:", 7) && strchr(peer + 7, '.') && !strchr(peer + 7, ':'))
+		memmove(peer, peer + 7, strlen(peer + 7) + 1);
+}
+
 int web_random_hex(char *out, size_t nbytes)
 {
 	unsigned char buf[64];

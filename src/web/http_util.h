@@ -55,6 +55,10 @@ bool web_secret_equal(const char *a, const char *b);
 /* An Origin header is acceptable for Host: it is exactly "https://" HOST. */
 bool web_origin_ok(const char *origin, const char *host);
 
+/* An IPv4 client of a dual-stack socket ("::ffff:192.0.2.1") as its plain
+ * address, in place; other addresses stay as they are. */
+void web_peer_plain(char *peer);
+
 /* n random bytes as 2n lowercase hex digits into out (2n+1); 0 or -1. */
 int web_random_hex(char *out, size_t nbytes);
 

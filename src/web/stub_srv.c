@@ -109,7 +109,10 @@ void web_upload_abort(struct web_upload *u)
 static int stub_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                             size_t len)
 {
-	(void)wsi, (void)reason, (void)user, (void)in, (void)len;
+	(void)user, (void)in, (void)len;
+	/* Only the upgrade's check (web_auth_wsi, A1's) is real here. */
+	if (reason == LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION)
+		return !web_auth_wsi(lws_context_user(lws_get_context(wsi)), wsi, WEB_ROLE_ADMIN);
 	return 0;
 }
 

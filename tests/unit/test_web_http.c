@@ -170,6 +170,21 @@ static void test_secret_and_origin(void **state)
 	assert_false(web_origin_ok("null", "127.0.0.1:8006"));
 }
 
+static void test_peer_plain(void **state)
+{
+	char a[64] = "::ffff:127.0.0.1", b[64] = "::1", c[64] = "::ffff:1:2", d[64] = "10.0.0.1";
+
+	(void)state;
+	web_peer_plain(a);
+	web_peer_plain(b);
+	web_peer_plain(c);
+	web_peer_plain(d);
+	assert_string_equal(a, "127.0.0.1");
+	assert_string_equal(b, "::1");
+	assert_string_equal(c, "::ffff:1:2");
+	assert_string_equal(d, "10.0.0.1");
+}
+
 static void test_random_hex(void **state)
 {
 	char a[65], b[65];
@@ -269,6 +284,7 @@ int main(void)
 	    cmocka_unit_test(test_query_get),
 	    cmocka_unit_test(test_cookie),
 	    cmocka_unit_test(test_secret_and_origin),
+	    cmocka_unit_test(test_peer_plain),
 	    cmocka_unit_test(test_random_hex),
 	    cmocka_unit_test(test_ratelimit),
 	    cmocka_unit_test(test_ratelimit_many_peers),
