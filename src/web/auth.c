@@ -55,6 +55,7 @@ struct web_auth {
 	pthread_mutex_t lock;
 	struct web_login_job *done; /* under lock */
 	int active;                 /* running workers, under lock */
+	bool stopping;              /* under lock: the lws context is going away */
 	struct web_login_job *pending;
 	char service[64];
 };
@@ -230,8 +231,10 @@ static void *login_worker(void *arg)
 	job->next = a->done;
 	a->done = job;
 	a->active--;
+	/* Under the lock, so web_auth_stop() knows no worker touches lws after it. */
+	if (!a->stopping)
+		lws_cancel_service(job->ctx->lws);
 	pthread_mutex_unlock(&a->lock);
-	lws_cancel_service(job->ctx->lws);
 	return NULL;
 }
 
@@ -487,6 +490,26 @@ int web_auth_init(struct web_ctx *ctx)
 	snprintf(a->service, sizeof(a->service), "%s", svc && *svc ? svc : DEFAULT_SERVICE);
 	ctx->auth = a;
 	return 0;
+}
+
+void web_auth_stop(struct web_ctx *ctx)
+{
+	struct web_auth *a = ctx->auth;
+	int active = 1;
+
+	if (!a)
+		return;
+	/* A login in PAM ends within pam_faildelay (2 s): wait a little for it. */
+	for (int i = 0; i < 100 && active; i++) {
+		pthread_mutex_lock(&a->lock);
+		active = a->active;
+		pthread_mutex_unlock(&a->lock);
+		if (active)
+			usleep(50 * 1000);
+	}
+	pthread_mutex_lock(&a->lock);
+	a->stopping = true;
+	pthread_mutex_unlock(&a->lock);
 }
 
 void web_auth_free(struct web_ctx *ctx)

@@ -451,6 +451,7 @@ int cmd_web(struct vm_sys *sys, int argc, char **argv)
 	        ctx->novnc_root);
 	rc = run_loop(ctx);
 	web_log("%s", rc ? "the event loop failed" : "stopped");
+	web_auth_stop(ctx);
 	web_lws = NULL;
 	lws_context_destroy(ctx->lws);
 	ctx->lws = NULL;

@@ -20,6 +20,9 @@ void web_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* auth.c: the sessions, rate limiter and PAM workers; 0 or -1 (logged). */
 int web_auth_init(struct web_ctx *ctx);
 void web_auth_free(struct web_ctx *ctx);
+/* Before the lws context goes: waits (at most 5 s) for PAM workers, and
+ * keeps those still running from waking the loop after it returns. */
+void web_auth_stop(struct web_ctx *ctx);
 
 /* The valid (unexpired) session a Cookie header names, its last_used
  * refreshed; NULL when none. */
