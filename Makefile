@@ -464,6 +464,10 @@ install: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(WEB_STAMP)
 	chmod -R u=rwX,go=rX $(DESTDIR)$(PREFIX)/share/khyve/web
 	install -m 644 share/khyve.8 share/vm.8 share/khyvectl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	sed 's|/usr/local|$(PREFIX)|g' share/khyve.service >$(DESTDIR)$(SYSTEMD_DIR)/khyve.service
+	sed 's|/usr/local|$(PREFIX)|g' share/khyve-web.service >$(DESTDIR)$(SYSTEMD_DIR)/khyve-web.service
+	@# vm web's PAM service; an existing one (the admin's) is kept.
+	install -d $(DESTDIR)/etc/pam.d
+	@[ -e $(DESTDIR)/etc/pam.d/khyve ] || install -m 644 share/pam.d/khyve $(DESTDIR)/etc/pam.d/khyve
 	@getent group khyve >/dev/null || [ -n "$(DESTDIR)" ] || groupadd --system khyve || true
 	@# The user khyve drops to (khyve(8) sandbox.user); a staged install
 	@# (DESTDIR) leaves that to the package's postinst.
@@ -471,7 +475,7 @@ install: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(WEB_STAMP)
 	elif ! getent passwd khyve >/dev/null; then \
 		useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
 			--gid khyve khyve; fi
-	@echo "installed; enable autostart with: systemctl enable khyve.service"
+	@echo "installed; enable autostart with: systemctl enable khyve.service (the web interface: khyve-web.service)"
 
 demo:
 	@scripts/need-packages build-essential pkg-config liburing-dev libmd-dev libcjson-dev qemu-system-x86 \

@@ -8,6 +8,7 @@
 
 #include "vm/commands.h"
 #include "vm/vm.h"
+#include "web/web.h"
 
 #define KHYVE_VERSION "0.1"
 
@@ -56,6 +57,7 @@ const struct vm_command vm_commands[] = {
     {"clone", cmd_clone, "clone name[@snapshot] new-name"},
     {"snapshot", cmd_snapshot, "snapshot [-f] name[@snapshot]"},
     {"rollback", cmd_rollback, "rollback [-r] name@snapshot"},
+    {"web", cmd_web, "web [-l addr:port] [-c cert -k key]"},
     {"help", cmd_help, "help"},
     {"_run", cmd_run_supervisor, NULL},
     {NULL, NULL, NULL},
