@@ -23,6 +23,7 @@
 #include <libwebsockets.h>
 
 #include "web/http_util.h"
+#include "web/ws.h"
 #include "web/web_int.h"
 
 #define REQUEST_TIMEOUT_S 30
@@ -681,6 +682,8 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
 	switch (reason) {
 	case LWS_CALLBACK_HTTP:
 		return new_request(ctx_of(wsi), p, wsi, in, len);
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+		return web_ws_confirm_upgrade(wsi);
 	case LWS_CALLBACK_HTTP_BODY:
 		body_chunk(p, in, len);
 		return 0;

@@ -25,6 +25,7 @@
 
 #include "web/http_util.h"
 #include "web/web_int.h"
+#include "web/ws.h"
 
 #define WEB_USAGE        "usage: vm web [-l addr:port] [-c cert -k key]"
 #define DEFAULT_LISTEN   "127.0.0.1:8006"
@@ -358,13 +359,14 @@ static void lws_log_line(int level, const char *line)
 static struct lws_context *make_lws(struct web_ctx *ctx, const struct web_opts *o, const char *cert,
                                     const char *key)
 {
-	static struct lws_protocols protocols[4];
+	static struct lws_protocols protocols[5];
 	struct lws_context_creation_info info;
 
 	protocols[0] = web_http_protocol;
 	protocols[1] = web_ws_vnc_protocol;
 	protocols[2] = web_ws_serial_protocol;
-	memset(&protocols[3], 0, sizeof(protocols[3]));
+	protocols[3] = web_ws_raw_protocol;
+	memset(&protocols[4], 0, sizeof(protocols[4]));
 	memset(&info, 0, sizeof(info));
 	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 	info.port = o->port;
