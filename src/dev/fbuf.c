@@ -940,11 +940,13 @@ static int parse_opts(struct config_node *node, struct fbuf_opts *o, char *err, 
 		return -1;
 	}
 	if (config_node_get_bool(node, "wait", false, &o->wait) < 0) {
-		snprintf(err, errlen, "bad wait=%s (want true or false)", config_node_get(node, "wait"));
+		snprintf(err, errlen, "bad wait=%s (want true or false)",
+		         config_node_get(node, "wait"));
 		return -1;
 	}
 	if (config_node_get_bool(node, "vnc", true, &o->vnc) < 0) {
-		snprintf(err, errlen, "bad vnc=%s (want true or false)", config_node_get(node, "vnc"));
+		snprintf(err, errlen, "bad vnc=%s (want true or false)",
+		         config_node_get(node, "vnc"));
 		return -1;
 	}
 	if (o->wait && !o->vnc) {
