@@ -246,13 +246,16 @@ static X509 *make_cert(EVP_PKEY *key, const char *host)
 	X509 *x = X509_new();
 	X509_NAME *name;
 	unsigned char serial[16];
+	BIGNUM *bn = NULL;
+	bool serial_ok;
 
 	if (!x || !X509_set_version(x, 2) || RAND_bytes(serial, sizeof(serial)) != 1)
 		goto fail;
 	serial[0] &= 0x7f; /* a positive serial number */
-	if (!BN_to_ASN1_INTEGER(BN_bin2bn(serial, sizeof(serial), NULL),
-	                        X509_get_serialNumber(x)) ||
-	    !X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
+	bn = BN_bin2bn(serial, sizeof(serial), NULL);
+	serial_ok = bn && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x));
+	BN_free(bn);
+	if (!serial_ok || !X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
 	    !X509_gmtime_adj(X509_getm_notAfter(x), (long)CERT_DAYS * 86400) ||
 	    !X509_set_pubkey(x, key))
 		goto fail;
