@@ -154,7 +154,7 @@ async function run() {
 	await step('serial', async () => {
 		await page.goto(url(`/serial.html?name=${enc}`));
 		await page.waitForFunction(
-			() => /connected/i.test(document.querySelector('#serial-status')?.textContent || ''),
+			() => /^\s*connected\s*$/i.test(document.querySelector('#serial-status')?.textContent || ''),
 			null, { timeout: stepMs, polling: 200 });
 		// xterm.js's DOM renderer keeps the rows' text in the page; with a
 		// canvas renderer only its buffer has it (a Terminal on window).
@@ -175,7 +175,7 @@ async function run() {
 	await step('vnc', async () => {
 		await page.goto(url(`/vnc.html?name=${enc}`));
 		await page.waitForFunction(
-			() => /connected/i.test(document.querySelector('#vnc-status')?.textContent || ''),
+			() => /^\s*connected\s*$/i.test(document.querySelector('#vnc-status')?.textContent || ''),
 			null, { timeout: stepMs, polling: 200 });
 		// noVNC draws on a 2D canvas inside #vnc-screen: wait for lit pixels.
 		const handle = await page.waitForFunction(() => {
@@ -195,9 +195,22 @@ async function run() {
 		return detail;
 	});
 
+	// For docs/web.md: the list with the guest running, and its page once
+	// the graphs have a few samples (the page polls every 2 s).
+	await step('list-running', async () => {
+		await page.goto(url('/'));
+		const row = page.locator(`#guest-list tr[data-guest="${guest}"] td.state`);
+		await page.waitForFunction((sel) => /running/i.test(document.querySelector(sel)?.textContent || ''),
+			`#guest-list tr[data-guest="${guest}"] td.state`, { timeout: stepMs, polling: 200 });
+		await shot(page, 'list-running');
+		return (await row.textContent()).trim();
+	});
+
 	await step('stop', async () => {
 		await page.goto(url(`/guest.html?name=${enc}`));
 		await page.waitForSelector('#guest-state', { state: 'visible' });
+		await page.waitForTimeout(7000);
+		await shot(page, 'guest-graphs');
 		await page.click('#btn-stop');
 		return waitState(/stopped/);
 	});
