@@ -547,6 +547,37 @@ static void hdr(struct lws *wsi, char *out, int len, enum lws_token_indexes t)
 		out[0] = '\0';
 }
 
+/*
+ * The query as the client sent it, "a=1&b=2".  libwebsockets 4.1 keeps each
+ * argument as a fragment of WSI_TOKEN_HTTP_URI_ARGS and lws_hdr_copy()
+ * joins them without the '&' (so "guest=a&limit=2" read as one argument
+ * "guest=alimit=2"): copy them one by one.  Too long: "" (no arguments).
+ */
+static void read_query(struct lws *wsi, char *out, size_t len)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < 64; i++) {
+		int n = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i);
+
+		if (n <= 0)
+			break;
+		if (used + (used > 0) + (size_t)n + 1 > len) {
+			out[0] = '\0';
+			return;
+		}
+		if (used > 0)
+			out[used++] = '&';
+		if (lws_hdr_copy_fragment(wsi, out + used, (int)(len - used),
+		                          WSI_TOKEN_HTTP_URI_ARGS, i) != n) {
+			out[0] = '\0';
+			return;
+		}
+		used += (size_t)n;
+	}
+}
+
 static void read_headers(struct http_pss *p, struct lws *wsi)
 {
 	char len[32];
@@ -555,7 +586,7 @@ static void read_headers(struct http_pss *p, struct lws *wsi)
 	hdr(wsi, p->origin, sizeof(p->origin), WSI_TOKEN_ORIGIN);
 	hdr(wsi, p->host, sizeof(p->host), WSI_TOKEN_HOST);
 	hdr(wsi, p->authz, sizeof(p->authz), WSI_TOKEN_HTTP_AUTHORIZATION);
-	hdr(wsi, p->query, sizeof(p->query), WSI_TOKEN_HTTP_URI_ARGS);
+	read_query(wsi, p->query, sizeof(p->query));
 	if (lws_hdr_custom_length(wsi, "x-csrf-token:", 13) < (int)sizeof(p->csrf) &&
 	    lws_hdr_custom_copy(wsi, p->csrf, sizeof(p->csrf), "x-csrf-token:", 13) < 0)
 		p->csrf[0] = '\0';
