@@ -477,6 +477,19 @@ const struct web_session *web_auth_wsi(struct web_ctx *ctx, struct lws *wsi, enu
 
 /* ---- life cycle ---- */
 
+/* Without its file PAM quietly uses the service "other": say so once. */
+static void warn_missing_service(const char *service)
+{
+	char etc[300], lib[300];
+
+	snprintf(etc, sizeof(etc), "/etc/pam.d/%s", service);
+	snprintf(lib, sizeof(lib), "/usr/lib/pam.d/%s", service);
+	if (access(etc, F_OK) < 0 && access(lib, F_OK) < 0)
+		web_log("warning: no %s: PAM checks log-ins with its service 'other' "
+		        "(make install puts khyve's there)",
+		        etc);
+}
+
 int web_auth_init(struct web_ctx *ctx)
 {
 	const char *svc = getenv("KHYVE_PAM_SERVICE");
@@ -488,6 +501,7 @@ int web_auth_init(struct web_ctx *ctx)
 	}
 	pthread_mutex_init(&a->lock, NULL);
 	snprintf(a->service, sizeof(a->service), "%s", svc && *svc ? svc : DEFAULT_SERVICE);
+	warn_missing_service(a->service);
 	ctx->auth = a;
 	return 0;
 }

@@ -9,10 +9,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,6 +144,49 @@ static int set_paths(struct web_ctx *ctx)
 	    vm_path(ctx->state_dir, ctx->sys->config_dir, "web") < 0)
 		return vm_error("web: a path is too long"), -1;
 	return 0;
+}
+
+/* The pages' folder as a plain path for the log line (a build tree's
+ * "bin/../share" resolved); left as it is when it does not exist. */
+static void normalise_root(char *root, size_t len)
+{
+	char real[PATH_MAX];
+
+	if (realpath(root, real) && strlen(real) < len)
+		memcpy(root, real, strlen(real) + 1);
+}
+
+/*
+ * Whether ADDR:PORT can be bound, asked before libwebsockets binds it:
+ * its own failure says only "ERROR on binding fd N" and we would blame the
+ * certificate.  0, or -1 with one line naming the address and the reason
+ * ("Address already in use").
+ */
+static int probe_listen(const struct web_opts *o)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *ai = NULL;
+	char port[8];
+	int fd, rc, one = 1;
+
+	snprintf(port, sizeof(port), "%d", o->port);
+	if ((rc = getaddrinfo(o->addr[0] ? o->addr : NULL, port, &hints, &ai)) != 0) {
+		vm_error("web: -l %s: %s", o->listen, gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	rc = fd < 0 ? -1 : 0;
+	if (rc == 0) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		rc = bind(fd, ai->ai_addr, ai->ai_addrlen);
+	}
+	if (rc < 0)
+		vm_error("web: cannot listen on %s: %s", o->listen, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return rc;
 }
 
 static int make_state_dir(const char *dir)
@@ -425,8 +470,10 @@ int cmd_web(struct vm_sys *sys, int argc, char **argv)
 		return vm_error("web: out of memory");
 	ctx->sys = sys;
 	snprintf(ctx->listen, sizeof(ctx->listen), "%s", o.listen);
-	if (set_paths(ctx) < 0 || make_state_dir(ctx->state_dir) < 0 || load_metrics_token(ctx) < 0)
+	if (set_paths(ctx) < 0 || probe_listen(&o) < 0 || make_state_dir(ctx->state_dir) < 0 ||
+	    load_metrics_token(ctx) < 0)
 		goto out;
+	normalise_root(ctx->web_root, sizeof(ctx->web_root));
 	if (o.cert) {
 		if (access(o.cert, R_OK) < 0 || access(o.key, R_OK) < 0) {
 			vm_error("web: cannot read %s: %s",
