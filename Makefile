@@ -253,8 +253,9 @@ FUZZ_SAN   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-
 FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 CORE_FUZZ_OBJ := $(CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
-# What of vm's code the host-side parser targets need (fuzz_rcconf).
-VM_FUZZ_OBJ := $(BUILD)/fuzz/obj/src/vm/rcconf.o
+# What of vm's code the host-side parser targets need (fuzz_rcconf,
+# fuzz_web: vm web's pure request handling).
+VM_FUZZ_OBJ := $(BUILD)/fuzz/obj/src/vm/rcconf.o $(BUILD)/fuzz/obj/src/web/http_util.o
 
 FUZZ_COV_IGNORE := tests/fuzz/coverage-ignore.txt
 
@@ -264,14 +265,18 @@ $(BUILD)/fuzz/obj/%.o: %.c $(FUZZ_COV_IGNORE)
 		-fsanitize-coverage-ignorelist=$(FUZZ_COV_IGNORE) -c -o $@ $<
 
 # FUZZ_LINK_OUT: core objects a target replaces with its own fakes.
+# FUZZ_LINK_IN: objects only that target links (and depends on).
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(CORE_FUZZ_OBJ) $(VM_FUZZ_OBJ)
 	@mkdir -p $(@D)
 	$(call say,FUZZ,$@)$(FUZZ_CC) $(CPPFLAGS) -Itests/fuzz $(CFLAGS) -O1 $(FUZZ_SAN) -fsanitize=fuzzer \
 		-MF $(BUILD)/fuzz/obj/$(notdir $@).d -o $@ $< \
-		$(filter-out $(FUZZ_LINK_OUT),$(CORE_FUZZ_OBJ)) $(VM_FUZZ_OBJ) $(LIBS) $(LDFLAGS)
+		$(filter-out $(FUZZ_LINK_OUT),$(CORE_FUZZ_OBJ)) $(VM_FUZZ_OBJ) $(FUZZ_LINK_IN) $(LIBS) $(LDFLAGS)
 
 # fuzz_virtio_net brings its own tap (a socket pair): no host interfaces.
 $(BUILD)/fuzz/fuzz_virtio_net: FUZZ_LINK_OUT := $(BUILD)/fuzz/obj/src/backend/tap.o
+# fuzz_web: /metrics' text (its handler's callees are the target's stand-ins).
+$(BUILD)/fuzz/fuzz_web: FUZZ_LINK_IN := $(BUILD)/fuzz/obj/src/web/metrics.o
+$(BUILD)/fuzz/fuzz_web: $(BUILD)/fuzz/obj/src/web/metrics.o
 
 # Named outside the pattern rule, so make keeps the objects rather than
 # deleting them as intermediates (and rebuilding them on the next run).

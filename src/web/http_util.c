@@ -211,32 +211,51 @@ int web_random_hex(char *out, size_t nbytes)
 	return 0;
 }
 
-static int rl_find(const struct web_ratelimit *rl, const char *peer)
+#define RL_KEY_LEN sizeof(((struct web_ratelimit *)0)->e[0].peer)
+
+/* The table's name for PEER: cut to what an entry holds, and "?" for "" (an
+ * empty name marks a free entry), so that a long or empty peer is found
+ * again and locked out like any other. */
+static void rl_key(const char *peer, char key[RL_KEY_LEN])
+{
+	snprintf(key, RL_KEY_LEN, "%s", peer[0] ? peer : "?");
+}
+
+static int rl_find(const struct web_ratelimit *rl, const char *key)
 {
 	for (int i = 0; i < WEB_RL_PEERS; i++)
-		if (rl->e[i].peer[0] && !strcmp(rl->e[i].peer, peer))
+		if (rl->e[i].peer[0] && !strcmp(rl->e[i].peer, key))
 			return i;
 	return -1;
 }
 
 int web_rl_wait(const struct web_ratelimit *rl, const char *peer, time_t now)
 {
-	int i = rl_find(rl, peer);
+	char key[RL_KEY_LEN];
+	int i;
 	time_t oldest;
+	uint64_t age;
 
+	rl_key(peer, key);
+	i = rl_find(rl, key);
 	if (i < 0 || rl->e[i].n < WEB_RL_FAILS)
 		return 0;
 	/* The ring's next slot holds the oldest of the last WEB_RL_FAILS failures. */
 	oldest = rl->e[i].fail[rl->e[i].n % WEB_RL_FAILS];
-	if (now - oldest >= WEB_RL_WINDOW || now < oldest)
+	if (now < oldest)
 		return 0;
-	return (int)(WEB_RL_WINDOW - (now - oldest));
+	/* Unsigned: now - oldest overflows time_t when the clock jumped far. */
+	age = (uint64_t)now - (uint64_t)oldest;
+	return age >= WEB_RL_WINDOW ? 0 : (int)(WEB_RL_WINDOW - age);
 }
 
 void web_rl_fail(struct web_ratelimit *rl, const char *peer, time_t now)
 {
-	int i = rl_find(rl, peer);
+	char key[RL_KEY_LEN];
+	int i;
 
+	rl_key(peer, key);
+	i = rl_find(rl, key);
 	if (i < 0) {
 		i = 0;
 		for (int j = 0; j < WEB_RL_PEERS; j++) {
@@ -248,7 +267,7 @@ void web_rl_fail(struct web_ratelimit *rl, const char *peer, time_t now)
 				i = j;
 		}
 		memset(&rl->e[i], 0, sizeof(rl->e[i]));
-		snprintf(rl->e[i].peer, sizeof(rl->e[i].peer), "%s", peer);
+		memcpy(rl->e[i].peer, key, sizeof(key));
 	}
 	rl->e[i].fail[rl->e[i].n % WEB_RL_FAILS] = now;
 	rl->e[i].n++;

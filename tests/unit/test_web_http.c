@@ -244,6 +244,37 @@ static void test_ratelimit_many_peers(void **state)
 	free(rl);
 }
 
+/* Regression (found by fuzz_web): an empty peer name (an empty name marked a free entry)
+ * and one longer than an entry holds (stored cut, looked up whole) were never
+ * found again, so never locked out, and each failure took a new entry; a
+ * clock that jumped far overflowed now - oldest. */
+static void test_ratelimit_odd_peers(void **state)
+{
+	struct web_ratelimit *rl = calloc(1, sizeof(*rl));
+	char longpeer[200];
+	int used = 0;
+
+	(void)state;
+	assert_non_null(rl);
+	memset(longpeer, 'a', sizeof(longpeer) - 1);
+	longpeer[sizeof(longpeer) - 1] = '\0';
+	for (int i = 0; i < WEB_RL_FAILS; i++) {
+		web_rl_fail(rl, "", 100);
+		web_rl_fail(rl, longpeer, 100);
+	}
+	assert_int_equal(web_rl_wait(rl, "", 100), WEB_RL_WINDOW);
+	assert_int_equal(web_rl_wait(rl, longpeer, 100), WEB_RL_WINDOW);
+	for (int i = 0; i < WEB_RL_PEERS; i++)
+		used += rl->e[i].peer[0] != '\0';
+	assert_int_equal(used, 2);
+	/* Failures near the ends of time_t: no overflow, no lock-out from the past. */
+	for (int i = 0; i < WEB_RL_FAILS; i++)
+		web_rl_fail(rl, "192.0.2.9", (time_t)INT64_MIN);
+	assert_int_equal(web_rl_wait(rl, "192.0.2.9", (time_t)INT64_MAX), 0);
+	assert_int_equal(web_rl_wait(rl, "192.0.2.9", (time_t)INT64_MIN + 1), WEB_RL_WINDOW - 1);
+	free(rl);
+}
+
 static void test_roles(void **state)
 {
 	const char *admin[] = {"users", "sudo"};
@@ -288,6 +319,7 @@ int main(void)
 	    cmocka_unit_test(test_random_hex),
 	    cmocka_unit_test(test_ratelimit),
 	    cmocka_unit_test(test_ratelimit_many_peers),
+	    cmocka_unit_test(test_ratelimit_odd_peers),
 	    cmocka_unit_test(test_roles),
 	    cmocka_unit_test(test_content_types),
 	};
