@@ -214,6 +214,16 @@ async function run() {
 		await page.click('#btn-stop');
 		return waitState(/stopped/);
 	});
+
+	// A console of a stopped guest says why it did not open.
+	await step('vnc-refused', async () => {
+		await page.goto(url(`/vnc.html?name=${enc}`));
+		const handle = await page.waitForFunction(
+			() => (document.querySelector('#vnc-screen .console-msg')?.textContent || '').match(/is not running/) &&
+				document.querySelector('#vnc-screen .console-msg').textContent,
+			null, { timeout: stepMs, polling: 200 });
+		return handle.jsonValue();
+	});
 }
 
 function summary() {

@@ -232,3 +232,20 @@ export function showUser(s) {
   if (btn) btn.hidden = false;
   document.body.classList.toggle('viewer', s.role !== 'admin');
 }
+
+// Why a console's WebSocket closed before it opened: the browser shows no
+// HTTP status for a refused upgrade, so ask the guest's page data.  `what`
+// is 'vnc' or a serial port ('com1').  Resolves to a sentence, or '' when
+// nothing explains it (the guest's khyve may have just exited).
+export async function consoleRefusal(name, what) {
+  let g;
+  try {
+    g = await api('/api/guests/' + encodeURIComponent(name));
+  } catch (e) {
+    return e.status === 404 ? `There is no guest ${name}.` : '';
+  }
+  if (!g || !/^(running|paused)$/i.test(g.state || '')) return `${name} is not running.`;
+  if (what === 'vnc' && !g.vnc) return `${name} has no graphical console: set graphics="yes" and restart it.`;
+  if (what !== 'vnc' && !(g.console_ports || []).includes(what)) return `${name} has no ${what}.`;
+  return '';
+}

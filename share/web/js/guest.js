@@ -136,7 +136,8 @@ function orNone(list, cols, row) {
 }
 
 function renderTasks(tasks) {
-  const mine = tasks.filter((t) => watched.has(t.id) || / /.test(t.command) && t.command.split(' ').pop() === name);
+  // Its own: started here, or a command naming it (vm create ... NAME && vm install NAME ISO).
+  const mine = tasks.filter((t) => watched.has(t.id) || (t.command || '').split(' ').slice(2).includes(name));
   const body = $('guest-tasks').tBodies[0];
   body.replaceChildren(...orNone(mine.slice(0, 8), 4, (t) => el('tr', {},
     el('td', { text: fmtTime(t.started) }), el('td', { text: t.user }),
@@ -151,7 +152,15 @@ function renderTasks(tasks) {
   }
 }
 
+// The forced ones cut the guest off as pulling the plug would: ask first,
+// as `vm poweroff` and Proxmox do.
+const CONFIRM = {
+  poweroff: 'Power off NAME at once, without shutting it down?',
+  reset: 'Reset NAME at once, without shutting it down?',
+};
+
 async function act(action) {
+  if (CONFIRM[action] && !window.confirm(CONFIRM[action].replace('NAME', name))) return;
   busy = true;
   setButtons();
   notice(`${action}: sending...`);

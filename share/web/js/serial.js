@@ -1,7 +1,7 @@
 // serial.html?name=NAME[&port=comN]: the guest's serial console in xterm.js
 // (window.Terminal from /vendor/xterm/xterm.js, pinned by share/web's
 // package-lock.json) over wss://HOST/ws/serial/NAME?port=comN.
-import { $, initPage, isAdmin, queryParam } from './api.js';
+import { $, api, consoleRefusal, initPage, isAdmin, queryParam } from './api.js';
 
 const name = queryParam('name') || '';
 const port = /^com[1-4]$/.test(queryParam('port') || '') ? queryParam('port') : 'com1';
@@ -42,7 +42,9 @@ function connect() {
   const url = `wss://${location.host}/ws/serial/${encodeURIComponent(name)}?port=${port}`;
   ws = new WebSocket(url, ['khyve-serial']);
   ws.binaryType = 'arraybuffer';
+  let opened = false;
   ws.onopen = () => {
+    opened = true;
     status('connected', 'on');
     term.focus();
   };
@@ -50,9 +52,10 @@ function connect() {
     if (typeof ev.data === 'string') term.write(ev.data);
     else term.write(new Uint8Array(ev.data));
   };
-  ws.onclose = () => {
+  ws.onclose = async () => {
     status('disconnected', 'err');
-    term.write('\r\n\x1b[2m[disconnected]\x1b[0m\r\n');
+    const why = opened ? '' : await consoleRefusal(name, port);
+    term.write(`\r\n\x1b[2m[disconnected${why ? ': ' + why : ''}]\x1b[0m\r\n`);
   };
   ws.onerror = () => status('disconnected', 'err');
 }
@@ -86,6 +89,19 @@ $('serial-port').addEventListener('change', (e) => {
   location.search = q.toString();
 });
 $('btn-reconnect').addEventListener('click', () => term && connect());
+
+// Offer only the ports the guest has (all four until its page data says).
+async function listPorts() {
+  try {
+    const g = await api('/api/guests/' + encodeURIComponent(name));
+    const ports = (g && g.console_ports) || [];
+    if (!ports.length) return;
+    for (const o of [...$('serial-port').options])
+      if (!ports.includes(o.value) && o.value !== port) o.remove();
+  } catch (e) {
+    /* the console itself says what is wrong */
+  }
+}
 initPage().then((s) => {
   if (!s) return;
   if (typeof window.Terminal !== 'function') {
@@ -98,5 +114,6 @@ initPage().then((s) => {
     message('The consoles are for administrators only.');
     return;
   }
+  listPorts();
   start();
 });

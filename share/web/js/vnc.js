@@ -2,10 +2,11 @@
 // novnc, served by the daemon at /novnc/) over wss://HOST/ws/vnc/NAME, which the
 // daemon relays to khyve's VNC server for a logged-in admin only.
 import RFB from '/novnc/core/rfb.js';
-import { $, initPage, isAdmin, queryParam } from './api.js';
+import { $, consoleRefusal, initPage, isAdmin, queryParam } from './api.js';
 
 const name = queryParam('name') || '';
 let rfb = null;
+let opened = false; // the current connection got as far as the VNC handshake
 
 function status(text, cls) {
   const s = $('vnc-status');
@@ -19,6 +20,7 @@ function connect() {
     rfb = null;
   }
   $('vnc-screen').replaceChildren();
+  opened = false;
   status('connecting');
   const url = `wss://${location.host}/ws/vnc/${encodeURIComponent(name)}`;
   try {
@@ -32,6 +34,7 @@ function connect() {
   rfb.resizeSession = false;
   rfb.focusOnClick = true;
   rfb.addEventListener('connect', () => {
+    opened = true;
     status('connected', 'on');
     $('btn-ctrlaltdel').disabled = false;
     rfb.focus();
@@ -39,6 +42,7 @@ function connect() {
   rfb.addEventListener('disconnect', (e) => {
     status('disconnected', e.detail && e.detail.clean ? '' : 'err');
     $('btn-ctrlaltdel').disabled = true;
+    if (!opened) explain();
   });
   rfb.addEventListener('securityfailure', (e) => {
     console.warn('VNC security failure: ' + ((e.detail && e.detail.reason) || ''));
@@ -48,10 +52,22 @@ function connect() {
   });
 }
 
+async function explain() {
+  const why = await consoleRefusal(name, 'vnc');
+  if (why) $('vnc-screen').replaceChildren(Object.assign(document.createElement('p'),
+    { className: 'console-msg', textContent: why }));
+}
+
 document.title = name + ' console - khyve';
 $('console-name').textContent = name;
 $('link-guest').href = '/guest.html?name=' + encodeURIComponent(name);
-$('btn-ctrlaltdel').addEventListener('click', () => rfb && rfb.sendCtrlAltDel());
+$('btn-ctrlaltdel').addEventListener('click', () => {
+  if (!rfb) return;
+  rfb.sendCtrlAltDel();
+  const s = $('vnc-status');
+  s.textContent = 'sent Ctrl-Alt-Del';
+  setTimeout(() => { if (opened && s.textContent === 'sent Ctrl-Alt-Del') status('connected', 'on'); }, 1500);
+});
 $('btn-reconnect').addEventListener('click', connect);
 initPage().then((s) => {
   if (!s) return;
