@@ -174,6 +174,22 @@ bool machine_key_event(struct machine *m, bool down, uint16_t qnum)
 	return m->nkey_sinks > 0;
 }
 
+int machine_add_media_drive(struct machine *m, const struct machine_media_drive *d)
+{
+	if (m->nmedia >= MACHINE_MAX_MEDIA)
+		return -1;
+	m->media[m->nmedia++] = *d;
+	return 0;
+}
+
+const struct machine_media_drive *machine_media_drive(struct machine *m, const char *name)
+{
+	for (unsigned i = 0; i < m->nmedia; i++)
+		if (!strcmp(m->media[i].name, name))
+			return &m->media[i];
+	return NULL;
+}
+
 void machine_set_screenshot(struct machine *m, machine_screenshot_fn *fn, void *arg)
 {
 	m->screenshot = fn;

@@ -17,6 +17,33 @@ struct mevent_loop;
 struct pm;
 struct pflash;
 
+/*
+ * A drive with a removable medium (an ahci-cd port), as the API's
+ * vm.media-insert / vm.media-eject and vm.info's "drives" see it.  The
+ * device fills one at set-up and keeps `dev` alive as long as the machine.
+ */
+struct machine_media_drive {
+	char name[16];   /* "cd0", "cd1", ... in the order the drives were added */
+	char device[16]; /* "ahci-cd" */
+	char slot[16];   /* PCI "slot:function" of the controller, "4:0" */
+	unsigned port;   /* the controller's port (AHCI) */
+	void *dev;       /* the device's state, passed back to the hooks */
+	/*
+	 * Put the image open on `fd` (read-only) in the drive, replacing what
+	 * is there, or eject the medium (fd -1).  The drive owns `fd` from the
+	 * call on, on failure too.  `force` ejects even when the guest has
+	 * locked the tray (PREVENT ALLOW MEDIUM REMOVAL, MMC-6 6.14); without
+	 * it a locked tray fails.  Called from the API thread: returns within
+	 * about a second; 0, or -1 with one line in `err` ("the guest locked
+	 * the tray", "not a regular file or block device", ...).
+	 */
+	int (*change)(void *dev, int fd, bool force, char *err, size_t errlen);
+	/* The medium now: present, the guest's tray lock, its size in bytes. */
+	void (*state)(void *dev, bool *present, bool *locked, uint64_t *bytes);
+};
+
+#define MACHINE_MAX_MEDIA     8
+
 #define MACHINE_MAX_KEY_SINKS 2
 
 /*
@@ -55,6 +82,9 @@ struct machine {
 	/* The display the API's screenshot reads (machine_set_screenshot). */
 	machine_screenshot_fn *screenshot;
 	void *screenshot_arg;
+	/* Drives whose medium the API changes (machine_add_media_drive). */
+	unsigned nmedia;
+	struct machine_media_drive media[MACHINE_MAX_MEDIA];
 };
 
 /*
@@ -108,6 +138,13 @@ int machine_add_key_sink(struct machine *m, void (*fn)(void *arg, bool down, uin
 
 /* Send one key event to every key sink; false when there is none. */
 bool machine_key_event(struct machine *m, bool down, uint16_t qnum);
+
+/* Add a removable-medium drive (set-up only); the name is the caller's
+ * (cdN, N = the count of drives before it).  0, or -1 when full. */
+int machine_add_media_drive(struct machine *m, const struct machine_media_drive *d);
+
+/* The drive called `name`, or NULL. */
+const struct machine_media_drive *machine_media_drive(struct machine *m, const char *name);
 
 /* The display the API's screenshot takes its picture from (one). */
 void machine_set_screenshot(struct machine *m, machine_screenshot_fn *fn, void *arg);

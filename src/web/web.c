@@ -164,7 +164,8 @@ static void normalise_root(char *root, size_t len)
  */
 static int probe_listen(const struct web_opts *o)
 {
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+	                         .ai_socktype = SOCK_STREAM,
 	                         .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *ai = NULL;
 	char port[8];
