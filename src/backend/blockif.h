@@ -38,6 +38,11 @@ struct blockif_opts {
 int blockif_parse_config(struct config_node *node, const char **path, struct blockif_opts *o,
                          char *err, size_t errlen);
 
+/* The same without the path: only the options (for a drive that may start
+ * empty).  0, or -1 with `err`. */
+int blockif_parse_options(struct config_node *node, struct blockif_opts *o, char *err,
+                          size_t errlen);
+
 /* The keys blockif_parse_config() reads, for a disk emulation's
  * pci_devemu.keys (each a plain name; prefix them for nested ports). */
 #define BLOCKIF_KEYS "path", "ro", "nocache", "direct", "sync", "nodelete", "sectorsize"
@@ -51,6 +56,34 @@ struct blockif;
 struct blockif *blockif_open(const char *path, const struct blockif_opts *o, char *err,
                              size_t errlen);
 void blockif_close(struct blockif *bi);
+
+/*
+ * A read-only image without a medium (an empty CD tray): size 0, fd -1,
+ * sector sizes from `o` (512 by default).  Contexts and counters work as
+ * for an opened one; a request on it fails with -EBADF.  NULL when out of
+ * memory.
+ */
+struct blockif *blockif_open_empty(const struct blockif_opts *o);
+
+/*
+ * Change the medium of a read-only image (removable media, MMC-6 4.2):
+ * the image open on `fd` (a regular file or block device) replaces the
+ * current one, whose fd is closed; fd -1 leaves it empty (size 0).  The
+ * image owns `fd` from the call on, on failure too (then the old medium
+ * stays).  Opens nothing (the jail forbids open() by path) and creates no
+ * thread: the contexts and their rings or threads stay.  The caller must
+ * make sure no request is in flight on any context of `bi` (as a device
+ * that runs its commands under its own lock does), and that requests
+ * queued later are ordered after this call (that lock again).  0, or -1
+ * with `err` ("not a regular file or block device", or the image is not
+ * read-only).
+ */
+int blockif_replace_fd(struct blockif *bi, int fd, char *err, size_t errlen);
+
+/* Whether `fd` could be a medium for blockif_replace_fd() (fstat: regular
+ * file or block device) and its size in *bytes (may be NULL).  Does not
+ * close `fd`.  0, or -1 with `err`. */
+int blockif_check_medium(int fd, uint64_t *bytes, char *err, size_t errlen);
 
 uint64_t blockif_size(const struct blockif *bi);    /* bytes */
 uint32_t blockif_sectsz(const struct blockif *bi);  /* logical sector, bytes */

@@ -5,6 +5,11 @@
  *   -s slot,ahci,hd:PATH[,opts],cd:PATH[,opts]...   (up to 32 ports)
  *   -s slot,ahci-hd,PATH[,opts]    -s slot,ahci-cd,PATH[,opts]   (one port)
  *
+ * A CD port without a path ("cd:", or ahci-cd with none) starts with an
+ * empty tray.  Each CD port is a removable-medium drive of the machine
+ * (cdN, core/machine.h): the API changes its medium (cd_change()), the
+ * guest sees the change as MMC-6 says (UNIT ATTENTION, media events).
+ *
  * Config keys: pci.B.S.F.port.N.type (hd|cd), .path, the block options of
  * backend/blockif.h (ro, nocache, sync, direct, nodelete, sectorsize) and
  * per port nmrr= (IDENTIFY word 217: 1 = solid state, else rpm), ser=
@@ -28,11 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "backend/blockif.h"
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "lib/config.h"
+#include "lib/devopts.h"
 #include "lib/log.h"
 #include "lib/parse.h"
 #include "vmm/mem.h"
@@ -181,6 +189,8 @@
 #define SCSI_MODE_SENSE10    0x5a
 #define SCSI_READ12          0xa8
 #define SENSE_NONE           0x00
+#define SENSE_NOT_READY      0x02
+#define SENSE_UNIT_ATTENTION 0x06
 #define SENSE_MEDIUM_ERROR   0x03
 #define SENSE_ILLEGAL        0x05
 #define ASC_INVALID_OPCODE   0x20
@@ -188,6 +198,14 @@
 #define ASC_INVALID_FIELD    0x24
 #define ASC_NO_SAVING        0x39
 #define ASC_READ_ERROR       0x11
+#define ASC_MEDIUM_CHANGED   0x28 /* NOT READY TO READY CHANGE, MEDIUM MAY HAVE CHANGED */
+#define ASC_NO_MEDIUM        0x3a /* MEDIUM NOT PRESENT */
+#define ASC_REMOVAL_PREVENT  0x53 /* with ASCQ 02h: MEDIUM REMOVAL PREVENTED */
+
+/* GET EVENT STATUS NOTIFICATION media event codes (MMC-6 6.8.2.4). */
+#define MEDIA_EVENT_NONE    0
+#define MEDIA_EVENT_NEW     2
+#define MEDIA_EVENT_REMOVAL 3
 
 /* How a command ended. */
 enum cmd_status {
@@ -222,6 +240,11 @@ struct ahci_port {
 	bool srst;   /* a device-control FIS with SRST set was seen */
 	/* ATAPI sense data for REQUEST SENSE */
 	uint8_t sense_key, asc, ascq;
+	/* CD medium (MMC-6 4.2): changed by cd_change() and START STOP UNIT */
+	bool medium;         /* a medium is in the tray */
+	bool locked;         /* PREVENT ALLOW MEDIUM REMOVAL: prevented (MMC-6 6.14) */
+	bool unit_attention; /* a new medium: the next command hears of it */
+	uint8_t media_event; /* MEDIA_EVENT_* not yet reported by GESN */
 };
 
 /** The HBA: generic host control plus its ports (AHCI 3.1). */
@@ -945,12 +968,18 @@ static enum cmd_status disk_command(struct ahci_port *p, struct ahci_cmd *c)
 
 /* ---- ATAPI (MMC-6, SPC-4) ---- */
 
-static enum cmd_status check_condition(struct ahci_port *p, uint8_t key, uint8_t asc)
+static enum cmd_status check_condition_q(struct ahci_port *p, uint8_t key, uint8_t asc,
+                                         uint8_t ascq)
 {
 	p->sense_key = key;
 	p->asc = asc;
-	p->ascq = 0;
+	p->ascq = ascq;
 	return CMD_CHECK_COND;
+}
+
+static enum cmd_status check_condition(struct ahci_port *p, uint8_t key, uint8_t asc)
+{
+	return check_condition_q(p, key, asc, 0);
 }
 
 /* Answer a data-in command with `len` bytes, cut to the allocation length. */
@@ -962,7 +991,16 @@ static enum cmd_status atapi_reply(struct ahci_port *p, struct ahci_cmd *c, cons
 
 static enum cmd_status atapi_request_sense(struct ahci_port *p, struct ahci_cmd *c)
 {
-	uint8_t s[18] = {0x70, 0, p->sense_key};
+	uint8_t s[18] = {0x70};
+
+	/* Nothing pending: report what a command would hear now (SPC-4 6.29). */
+	if (p->sense_key == SENSE_NONE && p->unit_attention) {
+		p->unit_attention = false;
+		check_condition(p, SENSE_UNIT_ATTENTION, ASC_MEDIUM_CHANGED);
+	} else if (p->sense_key == SENSE_NONE && !p->medium) {
+		check_condition(p, SENSE_NOT_READY, ASC_NO_MEDIUM);
+	}
+	s[2] = p->sense_key;
 
 	s[7] = 10;
 	s[12] = p->asc;
@@ -1108,6 +1146,7 @@ static enum cmd_status atapi_get_config(struct ahci_port *p, struct ahci_cmd *c)
 	};
 	unsigned rt = c->acmd[1] & 3, start = be16(c->acmd + 2), len = 8;
 	uint8_t d[8 + sizeof(features)] = {0};
+	unsigned profile = p->medium ? 0x0008 : 0; /* none current without a medium */
 
 	if (rt == 3)
 		return check_condition(p, SENSE_ILLEGAL, ASC_INVALID_FIELD);
@@ -1117,10 +1156,12 @@ static enum cmd_status atapi_get_config(struct ahci_port *p, struct ahci_cmd *c)
 		if (code < start || (rt == 2 && code != start))
 			continue;
 		memcpy(d + len, features[i], flen);
+		if (code == 0 && profile == 0)
+			d[len + 6] = 0; /* CD-ROM profile not current */
 		len += flen;
 	}
 	put_be32(d, len - 4);
-	put_be16(d + 6, 0x0008); /* current profile: CD-ROM */
+	put_be16(d + 6, profile);
 	return atapi_reply(p, c, d, len, be16(c->acmd + 7));
 }
 
@@ -1134,14 +1175,58 @@ static enum cmd_status atapi_get_event(struct ahci_port *p, struct ahci_cmd *c)
 		return check_condition(p, SENSE_ILLEGAL, ASC_INVALID_FIELD);
 	d[3] = 0x10; /* supported: media */
 	if (c->acmd[4] & 0x10) {
-		d[2] = 4;    /* media class */
-		d[5] = 0x02; /* medium present, no event */
+		d[2] = 4; /* media class */
+		d[4] = p->media_event;
+		d[5] = p->medium ? 0x02 : 0; /* medium present; the tray is closed */
+		p->media_event = MEDIA_EVENT_NONE;
 		len = 8;
 	} else {
 		d[2] = 0x80; /* no event available */
 	}
 	put_be16(d, len - 2);
 	return atapi_reply(p, c, d, len, be16(c->acmd + 7));
+}
+
+/* Take the medium out (the guest's eject or the API's); the caller holds the lock. */
+static void cd_eject(struct ahci_port *p)
+{
+	char err[128];
+
+	if (!p->medium)
+		return;
+	if (blockif_replace_fd(p->bi, -1, err, sizeof(err)) < 0)
+		log_ratelimited(&ahci_rl, LOG_WARN, "ahci: port %u: eject: %s", p->num, err);
+	p->medium = false;
+	p->sectors = 0;
+	p->unit_attention = false;
+	p->media_event = MEDIA_EVENT_REMOVAL;
+}
+
+/* START STOP UNIT (MMC-6 6.39): LoEj with Start clear ejects, unless locked. */
+static enum cmd_status atapi_start_stop(struct ahci_port *p, struct ahci_cmd *c)
+{
+	uint8_t b = c->acmd[4];
+
+	if ((b >> 4) != 0 || !(b & 2) || (b & 1)) /* power condition, no LoEj, or load */
+		return CMD_OK;
+	if (p->locked)
+		return check_condition_q(p, SENSE_ILLEGAL, ASC_REMOVAL_PREVENT, 0x02);
+	cd_eject(p);
+	return CMD_OK;
+}
+
+/* Commands a pending UNIT ATTENTION does not stop (SPC-4 5.14; as drives do). */
+static bool ua_passes(uint8_t op)
+{
+	return op == SCSI_INQUIRY || op == SCSI_REQUEST_SENSE || op == SCSI_GET_CONFIG ||
+	       op == SCSI_GET_EVENT;
+}
+
+/* Commands that need a medium: NOT READY, MEDIUM NOT PRESENT without one. */
+static bool needs_medium(uint8_t op)
+{
+	return op == SCSI_TEST_UNIT_READY || op == SCSI_READ_CAPACITY || op == SCSI_READ10 ||
+	       op == SCSI_READ12 || op == SCSI_READ_TOC;
 }
 
 /* The PACKET command (ATA8-ACS 7.25): the SCSI CDB is in the ACMD area. */
@@ -1153,10 +1238,19 @@ static enum cmd_status atapi_command(struct ahci_port *p, struct ahci_cmd *c)
 		c->pio_in = true; /* PIO: Linux reads the ending status from the PIO setup FIS */
 	if (cdb[0] != SCSI_REQUEST_SENSE)
 		p->sense_key = p->asc = p->ascq = 0;
+	if (p->unit_attention && !ua_passes(cdb[0])) {
+		p->unit_attention = false; /* reported once (SPC-4 5.14) */
+		return check_condition(p, SENSE_UNIT_ATTENTION, ASC_MEDIUM_CHANGED);
+	}
+	if (!p->medium && needs_medium(cdb[0]))
+		return check_condition(p, SENSE_NOT_READY, ASC_NO_MEDIUM);
 	switch (cdb[0]) {
 	case SCSI_TEST_UNIT_READY:
+		return CMD_OK;
 	case SCSI_START_STOP:
+		return atapi_start_stop(p, c);
 	case SCSI_PREVENT_ALLOW:
+		p->locked = (cdb[4] & 1) != 0; /* Prevent 01b/11b lock, 00b/10b unlock */
 		return CMD_OK;
 	case SCSI_REQUEST_SENSE:
 		return atapi_request_sense(p, c);
@@ -1324,6 +1418,7 @@ static void port_reset_registers(struct ahci_port *p)
 	p->cmd = PCMD_SUD | PCMD_POD | (p->atapi ? PCMD_ATAPI : 0);
 	p->sctl = p->serr = p->sact = p->ci = 0;
 	p->halted = p->srst = false;
+	p->locked = false; /* a hard reset allows removal again (SPC-4 6.13) */
 	p->write_cache = true;
 	p->xfer_mode = 0x46; /* UDMA 6 */
 }
@@ -1589,6 +1684,11 @@ static int add_port(struct config_node *node, unsigned n, const char *type, cons
 	port = child_node(child_node(node, "port"), key);
 	if (port == NULL)
 		return -1;
+	/* A CD without a path (options may follow) has an empty tray. */
+	if (strcmp(type, "cd") == 0 && (conf == NULL || *conf == '\0'))
+		return 0;
+	if (strcmp(type, "cd") == 0 && *conf == ',')
+		return devopts_parse(port, conf + 1, NULL, "disk", err, errlen);
 	return blockif_legacy_config(port, conf, err, errlen);
 }
 
@@ -1695,28 +1795,43 @@ static int port_identity(struct ahci_port *p, struct config_node *node, const ch
 
 static int port_open(struct ahci_port *p, struct config_node *node, char *err, size_t errlen)
 {
-	const char *type = config_node_get(node, "type"), *path;
+	const char *type = config_node_get(node, "type"), *path = config_node_get(node, "path");
 	struct blockif_opts o;
+	char empty_id[32];
+	bool empty;
+	int rc;
 
 	if (type == NULL || (strcmp(type, "hd") != 0 && strcmp(type, "cd") != 0)) {
 		snprintf(err, errlen, "ahci: port %u: type must be hd or cd", p->num);
 		return -1;
 	}
 	p->atapi = strcmp(type, "cd") == 0;
-	if (blockif_parse_config(node, &path, &o, err, errlen) < 0 ||
-	    port_identity(p, node, path, err, errlen) < 0)
+	empty = p->atapi && (path == NULL || *path == '\0');
+	if (empty) {
+		/* The default serial is a hash of the path: one per port here. */
+		snprintf(empty_id, sizeof(empty_id), "(empty tray on port %u)", p->num);
+		path = empty_id;
+		rc = blockif_parse_options(node, &o, err, errlen);
+	} else {
+		rc = blockif_parse_config(node, &path, &o, err, errlen);
+	}
+	if (rc < 0 || port_identity(p, node, path, err, errlen) < 0)
 		return -1;
 	if (p->atapi)
 		o.ro = true;
-	p->bi = blockif_open(path, &o, err, errlen);
-	if (p->bi == NULL)
+	p->bi = empty ? blockif_open_empty(&o) : blockif_open(path, &o, err, errlen);
+	if (p->bi == NULL) {
+		if (empty)
+			snprintf(err, errlen, "ahci: out of memory");
 		return -1;
+	}
 	p->ctx = blockif_ctx_create(p->bi, 1, err, errlen);
 	if (p->ctx == NULL)
 		return -1;
 	p->sectsz = p->atapi ? ATAPI_SECTOR : blockif_sectsz(p->bi);
 	p->sectors = blockif_size(p->bi) / p->sectsz;
 	p->present = true;
+	p->medium = !empty;
 	return 0;
 }
 
@@ -1761,6 +1876,87 @@ static int hba_open_ports(struct ahci_hba *h, struct config_node *node, char *er
 	return 0;
 }
 
+/* ---- medium changes from the API (core/machine.h) ---- */
+
+#define CD_CHANGE_WAIT_NS 900000000L /* how long change() waits for the lock */
+
+/*
+ * machine_media_drive.change for a CD port: put the read-only image on
+ * `fd` in the tray, or take the medium out (fd -1).  Commands run under
+ * the HBA lock from start to end, so taking it means no command is in
+ * flight: the swap falls between two commands, and every command after it
+ * sees the new image.  Waits at most CD_CHANGE_WAIT_NS for the lock.
+ */
+static int cd_change(void *dev, int fd, bool force, char *err, size_t errlen)
+{
+	struct ahci_port *p = dev;
+	struct timespec until;
+	int rc;
+
+	if (fd >= 0 && blockif_check_medium(fd, NULL, err, errlen) < 0) {
+		close(fd);
+		return -1;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += CD_CHANGE_WAIT_NS;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	if (pthread_mutex_timedlock(&p->hba->lock, &until) != 0) {
+		snprintf(err, errlen, "the drive is busy (try again)");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	rc = -1;
+	if (p->locked && !force) {
+		snprintf(err, errlen, "the guest locked the tray (force ejects anyway)");
+		if (fd >= 0)
+			close(fd);
+	} else if (fd < 0) {
+		cd_eject(p);
+		rc = 0;
+	} else if (blockif_replace_fd(p->bi, fd, err, errlen) == 0) {
+		p->medium = true;
+		p->sectors = blockif_size(p->bi) / ATAPI_SECTOR;
+		p->unit_attention = true;
+		p->media_event = MEDIA_EVENT_NEW;
+		rc = 0;
+	} /* else the old medium stays, and `err` says why */
+	pthread_mutex_unlock(&p->hba->lock);
+	return rc;
+}
+
+/* machine_media_drive.state for a CD port. */
+static void cd_state(void *dev, bool *present, bool *locked, uint64_t *bytes)
+{
+	struct ahci_port *p = dev;
+
+	pthread_mutex_lock(&p->hba->lock);
+	*present = p->medium;
+	*locked = p->locked;
+	*bytes = p->medium ? blockif_size(p->bi) : 0;
+	pthread_mutex_unlock(&p->hba->lock);
+}
+
+/* Register each CD port as drive cdN (in port order) with the machine. */
+static void hba_add_media_drives(struct ahci_hba *h)
+{
+	for (unsigned i = 0; i < AHCI_MAX_PORTS; i++) {
+		struct machine_media_drive d = {.port = i, .dev = &h->port[i]};
+
+		if (!h->port[i].present || !h->port[i].atapi)
+			continue;
+		snprintf(d.name, sizeof(d.name), "cd%u", h->m->nmedia);
+		snprintf(d.device, sizeof(d.device), "ahci-cd");
+		snprintf(d.slot, sizeof(d.slot), "%u:%u", h->f->slot, h->f->func);
+		d.change = cd_change;
+		d.state = cd_state;
+		if (machine_add_media_drive(h->m, &d) < 0)
+			log_warn("ahci: port %u: more than %d CD drives; its medium stays", i,
+			         MACHINE_MAX_MEDIA);
+	}
+}
+
 static int ahci_init(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
                      size_t errlen)
 {
@@ -1793,6 +1989,7 @@ static int ahci_init(struct machine *m, struct pci_func *f, struct config_node *
 	for (unsigned i = 0; i < AHCI_MAX_PORTS; i++)
 		if (h->port[i].present && blockif_register_counters(h->port[i].bi) < 0)
 			log_warn("ahci: port %u: no counters", i);
+	hba_add_media_drives(h);
 	return 0;
 fail:
 	hba_free(h);
@@ -1822,6 +2019,7 @@ PCI_DEVEMU(ahci) = {
     .usage = "  -s SLOT,ahci,hd:PATH[,OPTION]...[,cd:PATH[,OPTION]...]...\n"
              "  hd:PATH          a SATA disk on the next port\n"
              "  cd:PATH          an ATAPI CD-ROM (read-only) on the next port\n"
+             "  cd:              a CD-ROM with an empty tray (vm.media-insert fills it)\n"
              "  options of the port before them:\n"
              "  nmrr=N           nominal media rotation rate (1: SSD)\n"
              "  ser=S            serial number\n"
@@ -1853,8 +2051,8 @@ PCI_DEVEMU(ahci_hd) = {
 PCI_DEVEMU(ahci_cd) = {
     .name = "ahci-cd",
     .descr = "AHCI controller with one ATAPI CD-ROM",
-    .usage = "  -s SLOT,ahci-cd,PATH[,OPTION]...\n"
-             "  PATH             ISO image (read-only)\n"
+    .usage = "  -s SLOT,ahci-cd[,PATH][,OPTION]...\n"
+             "  PATH             ISO image (read-only); none: an empty tray\n"
              "  nmrr=N           nominal media rotation rate (1: SSD)\n"
              "  ser=S            serial number\n"
              "  rev=R            firmware revision\n"

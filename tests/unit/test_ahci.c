@@ -12,10 +12,21 @@
  * PRDTs, LBAs out of range, bad FIS types and lengths, unknown commands;
  * each must end in an error status (PxIS.TFES/HBFS, ERR in PxTFD) and the
  * port must work again after a restart.  Option parsing is tested last.
+ *
+ * Media change (the API's hook, machine_media_drive): port 1 is drive
+ * cd0, an empty ahci-cd at 0:5.0 is cd1.  Without a medium the guest gets
+ * NOT READY / MEDIUM NOT PRESENT; an insert gives one UNIT ATTENTION and
+ * the new size; GET EVENT STATUS NOTIFICATION reports NewMedia and
+ * MediaRemoval once each; START STOP UNIT ejects unless PREVENT ALLOW
+ * MEDIUM REMOVAL locked the tray, which only a forced change overrides; a
+ * directory is refused; a second thread reading while the medium changes
+ * never sees the old image once change() returned.
  */
 #include "unit.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "core/iobus.h"
 #include "bus/pci.h"
@@ -67,7 +78,9 @@ static struct machine m;
 static uint8_t *ram;
 static struct pci_func *f;
 static uint64_t abar;
-static char *dir, *disk_path, *iso_path;
+static char *dir, *disk_path, *iso_path, *iso2_path;
+
+#define ISO2_BLOCKS 48 /* the second medium: 96 KiB of 'a' + block */
 static int intx_level;
 
 static void hook(struct machine *mm, unsigned gsi, bool level)
@@ -119,7 +132,14 @@ static int write_images(void)
 		memset(iso + b * 2048, 'A' + b, 2048);
 	disk_path = unit_write_file(dir, "disk.img", d, DISK_SECTORS * 512);
 	iso_path = unit_write_file(dir, "cd.iso", iso, ISO_BLOCKS * 2048);
-	rc = disk_path && iso_path ? 0 : -1;
+	free(iso);
+	iso = malloc(ISO2_BLOCKS * 2048);
+	if (iso == NULL)
+		goto out;
+	for (unsigned b = 0; b < ISO2_BLOCKS; b++)
+		memset(iso + b * 2048, 'a' + b % 26, 2048);
+	iso2_path = unit_write_file(dir, "cd2.iso", iso, ISO2_BLOCKS * 2048);
+	rc = disk_path && iso_path && iso2_path ? 0 : -1;
 out:
 	free(d);
 	free(iso);
@@ -144,7 +164,8 @@ static int group_setup(void **state)
 	    config_set("pci.0.4.0.port.0.nmrr", "1") < 0 ||
 	    config_set("pci.0.4.0.port.0.ser", "UNIT-SERIAL-1") < 0 ||
 	    config_set("pci.0.4.0.port.1.type", "cd") < 0 ||
-	    config_set("pci.0.4.0.port.1.path", iso_path) < 0)
+	    config_set("pci.0.4.0.port.1.path", iso_path) < 0 ||
+	    pci_parse_slot_option("5,ahci-cd", err, sizeof(err)) < 0)
 		return -1;
 	if (pci_init(&m, err, sizeof(err)) < 0) {
 		fprintf(stderr, "pci_init: %s\n", err);
@@ -163,6 +184,7 @@ static int group_teardown(void **state)
 	free(dir);
 	free(disk_path);
 	free(iso_path);
+	free(iso2_path);
 	return 0;
 }
 
@@ -889,6 +911,305 @@ static void test_software_reset(void **state)
 	assert_int_equal(hva(FB(1) + 0x40)[6], 0xeb);
 }
 
+/* ---- media change ---- */
+
+static const struct machine_media_drive *drive(const char *name)
+{
+	const struct machine_media_drive *d = machine_media_drive(&m, name);
+
+	assert_non_null(d);
+	return d;
+}
+
+/* Change cd0's medium to `path` (NULL: eject); the change()'s return. */
+static int change(const char *path, bool force, char *err, size_t errlen)
+{
+	const struct machine_media_drive *d = drive("cd0");
+	int fd = -1;
+
+	if (path != NULL) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+	}
+	return d->change(d->dev, fd, force, err, errlen);
+}
+
+static void assert_state(const char *name, bool present, bool locked, uint64_t bytes)
+{
+	const struct machine_media_drive *d = drive(name);
+	bool p = !present, l = !locked;
+	uint64_t b = ~bytes;
+
+	d->state(d->dev, &p, &l, &b);
+	assert_int_equal(p, present);
+	assert_int_equal(l, locked);
+	assert_int_equal(b, bytes);
+}
+
+/* The packet on port 1 ended in CHECK CONDITION with `key`/`asc`/`ascq`. */
+static void assert_check_condition(unsigned slot, uint8_t key, uint8_t asc, uint8_t ascq)
+{
+	uint8_t rs[12] = {0x03, 0, 0, 0, 18};
+
+	(void)slot;
+	assert_failed(1, IS_TFES);
+	assert_int_equal(rd(PX(1, P_TFD)) >> 12, key); /* sense key in ERR[7:4] */
+	assert_recovers(1);
+	packet(30, rs, 18);
+	assert_ok(1, 30);
+	assert_int_equal(hva(DATA_GPA)[2], key);
+	assert_int_equal(hva(DATA_GPA)[12], asc);
+	assert_int_equal(hva(DATA_GPA)[13], ascq);
+}
+
+/* GESN media class: the event code and the media-present bit. */
+static void assert_media_event(unsigned slot, uint8_t event, bool present)
+{
+	uint8_t gesn[12] = {0x4a, 1, 0, 0, 0x10, 0, 0, 0, 8};
+
+	packet(slot, gesn, 8);
+	assert_ok(1, slot);
+	assert_int_equal(hva(DATA_GPA)[2], 4); /* media class */
+	assert_int_equal(hva(DATA_GPA)[4] & 0x0f, event);
+	assert_int_equal(hva(DATA_GPA)[5] & 2, present ? 2 : 0);
+}
+
+/* HBA reset, then cd0 holds cd.iso again, its unit attention and event heard. */
+static int media_reset(void **state)
+{
+	char err[128] = "";
+	uint8_t rs[12] = {0x03, 0, 0, 0, 18};
+
+	reset(state);
+	if (change(iso_path, true, err, sizeof(err)) < 0)
+		return -1;
+	packet(0, rs, 18); /* takes the unit attention */
+	assert_media_event(1, 2, true);
+	return 0;
+}
+
+static void test_media_drives(void **state)
+{
+	const struct machine_media_drive *d0 = drive("cd0"), *d1 = drive("cd1");
+
+	(void)state;
+	assert_int_equal(m.nmedia, 2);
+	assert_string_equal(d0->device, "ahci-cd");
+	assert_string_equal(d0->slot, "4:0");
+	assert_int_equal(d0->port, 1);
+	assert_string_equal(d1->slot, "5:0");
+	assert_int_equal(d1->port, 0);
+	assert_null(machine_media_drive(&m, "cd2"));
+	assert_state("cd0", true, false, ISO_BLOCKS * 2048);
+	assert_state("cd1", false, false, 0); /* -s 5,ahci-cd: an empty tray */
+}
+
+static void test_media_empty(void **state)
+{
+	uint8_t tur[12] = {0}, cap[12] = {0x25}, inq[12] = {0x12, 0, 0, 0, 36};
+	uint8_t rd10[12] = {0x28, 0, 0, 0, 0, 0, 0, 0, 1}, rs[12] = {0x03, 0, 0, 0, 18};
+	uint8_t conf[12] = {0x46, 0, 0, 0, 0, 0, 0, 0, 100};
+	char err[128] = "";
+
+	(void)state;
+	assert_int_equal(change(NULL, false, err, sizeof(err)), 0);
+	assert_state("cd0", false, false, 0);
+	assert_media_event(0, 3, false); /* MediaRemoval, once */
+	assert_media_event(1, 0, false);
+	packet(2, tur, 0);
+	assert_check_condition(2, 0x02, 0x3a, 0); /* NOT READY, MEDIUM NOT PRESENT */
+	packet(3, cap, 8);
+	assert_check_condition(3, 0x02, 0x3a, 0);
+	packet(4, rd10, 2048);
+	assert_check_condition(4, 0x02, 0x3a, 0);
+	packet(5, inq, 36); /* still a drive */
+	assert_ok(1, 5);
+	packet(6, conf, 100);
+	assert_ok(1, 6);
+	assert_int_equal(hva(DATA_GPA)[7], 0); /* no current profile */
+	packet(7, rs, 18);                     /* nothing pending: the condition now */
+	assert_ok(1, 7);
+	assert_int_equal(hva(DATA_GPA)[2], 0x02);
+	assert_int_equal(hva(DATA_GPA)[12], 0x3a);
+	/* Ejecting an empty tray is fine. */
+	assert_int_equal(change(NULL, false, err, sizeof(err)), 0);
+}
+
+static void test_media_insert(void **state)
+{
+	uint8_t tur[12] = {0}, cap[12] = {0x25}, inq[12] = {0x12, 0, 0, 0, 36};
+	uint8_t rd10[12] = {0x28, 0, 0, 0, 0, 40, 0, 0, 2};
+	uint8_t want[2 * 2048];
+	char err[128] = "";
+
+	(void)state;
+	assert_int_equal(change(iso2_path, false, err, sizeof(err)), 0);
+	assert_state("cd0", true, false, ISO2_BLOCKS * 2048);
+	packet(0, inq, 36); /* INQUIRY passes a unit attention */
+	assert_ok(1, 0);
+	assert_media_event(1, 2, true); /* NewMedia, once */
+	assert_media_event(2, 0, true);
+	packet(3, tur, 0);
+	assert_check_condition(3, 0x06, 0x28, 0); /* UNIT ATTENTION, MEDIUM MAY HAVE CHANGED */
+	packet(4, tur, 0);                        /* once */
+	assert_ok(1, 4);
+	packet(5, cap, 8);
+	assert_ok(1, 5);
+	assert_int_equal(unit_le(hva(DATA_GPA) + 2, 1) << 8 | hva(DATA_GPA)[3], ISO2_BLOCKS - 1);
+	packet(6, rd10, sizeof(want));
+	assert_ok(1, 6);
+	memset(want, 'a' + 40 % 26, 2048);
+	memset(want + 2048, 'a' + 41 % 26, 2048);
+	assert_memory_equal(hva(DATA_GPA), want, sizeof(want));
+	/* The empty drive cd1 takes a medium too. */
+	{
+		const struct machine_media_drive *d1 = drive("cd1");
+
+		assert_int_equal(
+		    d1->change(d1->dev, open(iso_path, O_RDONLY), false, err, sizeof(err)), 0);
+		assert_state("cd1", true, false, ISO_BLOCKS * 2048);
+		assert_int_equal(d1->change(d1->dev, -1, false, err, sizeof(err)), 0);
+		assert_state("cd1", false, false, 0);
+	}
+}
+
+static void test_media_locked(void **state)
+{
+	uint8_t lock[12] = {0x1e, 0, 0, 0, 1}, unlock[12] = {0x1e};
+	char err[128] = "";
+	int fd;
+
+	(void)state;
+	packet(0, lock, 0);
+	assert_ok(1, 0);
+	assert_state("cd0", true, true, ISO_BLOCKS * 2048);
+	assert_int_equal(change(NULL, false, err, sizeof(err)), -1);
+	assert_string_equal(err, "the guest locked the tray (force ejects anyway)");
+	fd = open(iso2_path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(drive("cd0")->change(drive("cd0")->dev, fd, false, err, sizeof(err)), -1);
+	assert_int_equal(fcntl(fd, F_GETFD), -1); /* the drive closed it */
+	assert_state("cd0", true, true, ISO_BLOCKS * 2048);
+	assert_media_event(1, 0, true); /* nothing happened */
+	assert_int_equal(change(NULL, true, err, sizeof(err)), 0);
+	assert_state("cd0", false, true, 0);
+	packet(2, unlock, 0);
+	assert_ok(1, 2);
+	assert_state("cd0", false, false, 0);
+	/* An HBA reset unlocks too. */
+	assert_int_equal(change(iso_path, false, err, sizeof(err)), 0);
+	packet(3, lock, 0);
+	assert_check_condition(3, 0x06, 0x28, 0); /* the insert's unit attention first */
+	packet(4, lock, 0);
+	assert_ok(1, 4);
+	assert_state("cd0", true, true, ISO_BLOCKS * 2048);
+	wr(GHC, 1);
+	assert_state("cd0", true, false, ISO_BLOCKS * 2048);
+}
+
+static void test_media_guest_eject(void **state)
+{
+	uint8_t eject[12] = {0x1b, 0, 0, 0, 2}, load[12] = {0x1b, 0, 0, 0, 3};
+	uint8_t lock[12] = {0x1e, 0, 0, 0, 1}, unlock[12] = {0x1e}, tur[12] = {0};
+
+	(void)state;
+	packet(0, lock, 0);
+	assert_ok(1, 0);
+	packet(1, eject, 0);
+	assert_check_condition(1, 0x05, 0x53, 0x02); /* MEDIUM REMOVAL PREVENTED */
+	assert_state("cd0", true, true, ISO_BLOCKS * 2048);
+	packet(2, unlock, 0);
+	assert_ok(1, 2);
+	packet(3, load, 0); /* LoEj with Start: load, nothing to do */
+	assert_ok(1, 3);
+	assert_state("cd0", true, false, ISO_BLOCKS * 2048);
+	packet(4, eject, 0);
+	assert_ok(1, 4);
+	assert_state("cd0", false, false, 0);
+	assert_media_event(5, 3, false);
+	packet(6, tur, 0);
+	assert_check_condition(6, 0x02, 0x3a, 0);
+	packet(7, eject, 0); /* again: still fine */
+	assert_ok(1, 7);
+}
+
+static void test_media_refuses_directory(void **state)
+{
+	const struct machine_media_drive *d = drive("cd0");
+	char err[128] = "";
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(d->change(d->dev, fd, false, err, sizeof(err)), -1);
+	assert_string_equal(err, "not a regular file or block device");
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	assert_state("cd0", true, false, ISO_BLOCKS * 2048);
+	assert_media_event(0, 0, true);
+}
+
+/*
+ * A second thread reads block 0 of cd0 (as a vCPU would) while this one
+ * swaps cd.iso ('A') and cd2.iso ('a') in.  `generation` counts the
+ * changes that returned; a read that began and ended within one
+ * generation must show that generation's image.
+ */
+#define RACE_CHANGES 200
+
+static atomic_uint generation;
+static atomic_bool race_stop;
+static unsigned race_reads, race_stale, race_attention;
+
+static void *race_reader(void *arg)
+{
+	uint8_t rd10[12] = {0x28, 0, 0, 0, 0, 0, 0, 0, 1};
+
+	(void)arg;
+	while (!atomic_load(&race_stop)) {
+		unsigned before = atomic_load(&generation), after;
+		uint8_t got;
+
+		hva(DATA_GPA)[0] = 0;
+		packet(0, rd10, 2048);
+		after = atomic_load(&generation);
+		if (rd(PX(1, P_IS)) & IS_TFES) { /* the unit attention of an insert */
+			race_attention++;
+			port_stop(1);
+			wr(PX(1, P_IS), 0xffffffff);
+			port_start(1);
+			continue;
+		}
+		got = hva(DATA_GPA)[0];
+		race_reads++;
+		if (before == after && got != (before % 2 ? 'a' : 'A'))
+			race_stale++;
+	}
+	return NULL;
+}
+
+static void test_media_change_races_read(void **state)
+{
+	pthread_t t;
+	char err[128] = "";
+
+	(void)state;
+	atomic_store(&generation, 0);
+	atomic_store(&race_stop, false);
+	race_reads = race_stale = race_attention = 0;
+	assert_int_equal(pthread_create(&t, NULL, race_reader, NULL), 0);
+	for (unsigned i = 1; i <= RACE_CHANGES; i++) {
+		assert_int_equal(change(i % 2 ? iso2_path : iso_path, false, err, sizeof(err)), 0);
+		atomic_store(&generation, i);
+		if (i % 8 == 0)
+			usleep(200);
+	}
+	atomic_store(&race_stop, true);
+	pthread_join(t, NULL);
+	assert_int_equal(race_stale, 0);
+	assert_true(race_reads + race_attention > 0);
+	assert_state("cd0", true, false, ISO_BLOCKS * 2048);
+}
+
 /* ---- options ---- */
 
 static int config_setup(void **state)
@@ -927,6 +1248,19 @@ static void test_parse_options(void **state)
 	assert_contains(err, "hd:PATH");
 	assert_int_equal(pci_parse_slot_option("9,ahci,hd:", err, sizeof(err)), -1);
 	assert_int_equal(pci_parse_slot_option("10,ahci-hd", err, sizeof(err)), -1);
+	/* CD ports without a path: empty trays. */
+	assert_int_equal(pci_parse_slot_option("11,ahci-cd", err, sizeof(err)), 0);
+	assert_string_equal(config_get("pci.0.11.0.port.0.type"), "cd");
+	assert_null(config_get("pci.0.11.0.port.0.path"));
+	assert_int_equal(pci_parse_slot_option("12,ahci,hd:/a.img,cd:,cd:/b.iso", err, sizeof(err)),
+	                 0);
+	assert_string_equal(config_get("pci.0.12.0.port.1.type"), "cd");
+	assert_null(config_get("pci.0.12.0.port.1.path"));
+	assert_string_equal(config_get("pci.0.12.0.port.2.path"), "/b.iso");
+	assert_int_equal(pci_parse_slot_option("13,ahci-cd,,model=M", err, sizeof(err)), 0);
+	assert_null(config_get("pci.0.13.0.port.0.path"));
+	assert_string_equal(config_get("pci.0.13.0.port.0.model"), "M");
+	assert_int_equal(pci_parse_slot_option("14,ahci,cd:,hd:", err, sizeof(err)), -1);
 }
 
 /* init() refuses bad port options before touching the function. */
@@ -985,6 +1319,13 @@ int main(void)
 	    T(test_bad_fis),
 	    T(test_no_commands_while_stopped),
 	    T(test_software_reset),
+	    cmocka_unit_test_setup(test_media_drives, media_reset),
+	    cmocka_unit_test_setup(test_media_empty, media_reset),
+	    cmocka_unit_test_setup(test_media_insert, media_reset),
+	    cmocka_unit_test_setup(test_media_locked, media_reset),
+	    cmocka_unit_test_setup(test_media_guest_eject, media_reset),
+	    cmocka_unit_test_setup(test_media_refuses_directory, media_reset),
+	    cmocka_unit_test_setup(test_media_change_races_read, media_reset),
 	    cmocka_unit_test_setup(test_parse_options, config_setup),
 	    cmocka_unit_test_setup(test_init_errors, config_setup),
 	};

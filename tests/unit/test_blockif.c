@@ -4,14 +4,19 @@
  * and data, a flush with nothing in flight completes without a trip through
  * the ring, and a flush queued beside a write still completes.  Its
  * counters (blockif_register_counters) count each kind, bytes, errors and
- * latencies, and keep what a destroyed context counted.
+ * latencies, and keep what a destroyed context counted.  A read-only image
+ * changes its medium in place (blockif_replace_fd: an empty one takes an
+ * fd, the context reads it, -1 empties it again; a directory and a
+ * read-write image are refused, and the fd given is closed either way).
  */
 #include "unit.h"
 
 #include <liburing.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "backend/blockif.h"
 #include "unit_counters.h"
@@ -118,6 +123,60 @@ static void test_read_past_end(void **state)
 	blockif_queue(fx->ctx, &r);
 	finish(fx->ctx, 1);
 	assert_int_equal(r.result, -EIO);
+}
+
+/* Read one block at `off` through `ctx`; the request's result. */
+static int read_block(struct blockif_ctx *ctx, uint64_t off, uint8_t *buf)
+{
+	struct iovec iov = {buf, BLOCK};
+	struct blockif_req r = {.op = BLOCKIF_READ, .offset = off, .iov = &iov, .iovcnt = 1};
+
+	blockif_queue(ctx, &r);
+	finish(ctx, 1);
+	return r.result;
+}
+
+static void test_replace_fd(void **state)
+{
+	struct fixture *fx = *state;
+	struct blockif_opts o = {.ro = true};
+	static uint8_t img[3 * BLOCK], in[BLOCK];
+	struct blockif *bi = blockif_open_empty(&o);
+	struct blockif_ctx *ctx;
+	char err[256] = "", *path;
+	int fd;
+
+	assert_non_null(bi);
+	ctx = blockif_ctx_create(bi, 2, err, sizeof(err));
+	assert_non_null(ctx);
+	assert_int_equal(blockif_size(bi), 0);
+	assert_true(blockif_is_ro(bi));
+	memset(img + 2 * BLOCK, 0x5a, BLOCK);
+	path = unit_write_file(fx->dir, "medium.iso", img, sizeof(img));
+	assert_non_null(path);
+	fd = open(path, O_RDONLY);
+	assert_int_equal(blockif_check_medium(fd, NULL, err, sizeof(err)), 0);
+	assert_int_equal(blockif_replace_fd(bi, fd, err, sizeof(err)), 0);
+	assert_int_equal(blockif_size(bi), sizeof(img));
+	assert_int_equal(read_block(ctx, 2 * BLOCK, in), 0);
+	assert_memory_equal(in, img + 2 * BLOCK, BLOCK);
+	/* A directory is refused, closed, and the medium stays. */
+	fd = open(fx->dir, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(blockif_replace_fd(bi, fd, err, sizeof(err)), -1);
+	assert_string_equal(err, "not a regular file or block device");
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	assert_int_equal(blockif_size(bi), sizeof(img));
+	/* Empty again: no size, reads fail. */
+	assert_int_equal(blockif_replace_fd(bi, -1, err, sizeof(err)), 0);
+	assert_int_equal(blockif_size(bi), 0);
+	assert_int_equal(read_block(ctx, 0, in), -EBADF);
+	blockif_ctx_destroy(ctx);
+	blockif_close(bi);
+	/* A writable image keeps its fd. */
+	fd = open(path, O_RDONLY);
+	assert_int_equal(blockif_replace_fd(fx->bi, fd, err, sizeof(err)), -1);
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	free(path);
 }
 
 struct find_arg {
@@ -233,6 +292,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_read_past_end, setup_threads, teardown),
 	    cmocka_unit_test_setup_teardown(test_counters, setup_uring, teardown),
 	    cmocka_unit_test_setup_teardown(test_counters, setup_threads, teardown),
+	    cmocka_unit_test_setup_teardown(test_replace_fd, setup_uring, teardown),
+	    cmocka_unit_test_setup_teardown(test_replace_fd, setup_threads, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
