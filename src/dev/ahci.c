@@ -1098,7 +1098,7 @@ static enum cmd_status atapi_read_toc(struct ahci_port *p, struct ahci_cmd *c)
 }
 
 /* Mode pages 01h (error recovery) and 2Ah (capabilities, MMC 7.3). */
-static unsigned mode_page(uint8_t *d, unsigned page)
+static unsigned mode_page(const struct ahci_port *p, uint8_t *d, unsigned page)
 {
 	if (page == 0x01) {
 		memset(d, 0, 12);
@@ -1110,8 +1110,10 @@ static unsigned mode_page(uint8_t *d, unsigned page)
 	memset(d, 0, 20);
 	d[0] = 0x2a;
 	d[1] = 18;
-	d[4] = 0x40;           /* multi-session */
-	d[6] = 0x29;           /* tray, eject, lock */
+	d[4] = 0x40; /* multi-session */
+	d[6] = 0x29; /* tray, eject, lock */
+	if (p->locked)
+		d[6] |= 0x02;  /* lock state: PREVENT ALLOW MEDIUM REMOVAL holds it */
 	put_be16(d + 8, 706);  /* 4x, KB/s */
 	put_be16(d + 12, 512); /* buffer, KB */
 	put_be16(d + 14, 706);
@@ -1126,9 +1128,9 @@ static enum cmd_status atapi_mode_sense(struct ahci_port *p, struct ahci_cmd *c)
 	if (pc == 3)
 		return check_condition(p, SENSE_ILLEGAL, ASC_NO_SAVING);
 	if (page == 0x01 || page == 0x3f)
-		len += mode_page(d + len, 0x01);
+		len += mode_page(p, d + len, 0x01);
 	if (page == 0x2a || page == 0x3f)
-		len += mode_page(d + len, 0x2a);
+		len += mode_page(p, d + len, 0x2a);
 	if (len == 8)
 		return check_condition(p, SENSE_ILLEGAL, ASC_INVALID_FIELD);
 	put_be16(d, len - 2);

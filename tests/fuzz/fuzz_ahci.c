@@ -19,12 +19,18 @@
  *                    bit 5 is set, for NCQ) gets the slot's bit
  *   4 port restart   u8 port: PxCMD ST and FRE off, then on
  *   5 clear status   u8 port: write-1-to-clear PxIS, PxSERR and IS
- *   6, 7 nothing
+ *   6 media change   u8 n: the API's change() of cd0 (the CD port): n%3
+ *                    0 eject, 1 insert the ISO, 2 insert an empty file;
+ *                    bit 2 forces it past the guest's tray lock
+ *   7 nothing
  *
- * Every input starts from an HBA reset (GHC.HR), zeroed RAM and both ports
- * started on a fixed layout, as a driver would leave them.
+ * Every input starts from an HBA reset (GHC.HR), zeroed RAM, the ISO put
+ * back in cd0 (forced: a unit attention and a media event pending) and
+ * both ports started on a fixed layout, as a driver would leave them.
  */
 #include "fuzz.h"
+
+#include <fcntl.h>
 
 #include "core/iobus.h"
 #include "bus/pci.h"
@@ -56,6 +62,7 @@
 static struct machine m;
 static uint8_t *ram;
 static uint64_t abar;
+static int iso_fd, blank_fd; /* media for op 6 (dup()ed: change() owns its fd) */
 
 static void no_intx(struct machine *mm, unsigned gsi, bool level)
 {
@@ -90,6 +97,10 @@ static void setup_once(void)
 	m.intx_hook = no_intx;
 	disk = fuzz_image(256u << 10, 0x5a);
 	iso = fuzz_image(64u << 10, 0x43);
+	iso_fd = open(iso, O_RDONLY | O_CLOEXEC);
+	blank_fd = open(fuzz_image(0, 0), O_RDONLY | O_CLOEXEC);
+	if (iso_fd < 0 || blank_fd < 0)
+		abort();
 	config_reset();
 	if (config_set("pci.0.4.0.device", "ahci") < 0 ||
 	    config_set("pci.0.4.0.port.0.type", "hd") < 0 ||
@@ -118,6 +129,18 @@ static void port_start(unsigned p)
 	wr(PX(p, P_CMD), (1u << 4) | 1); /* FRE | ST */
 }
 
+/* The API changing cd0's medium: 0 eject, 1 the ISO, 2 an empty file. */
+static void media_change(unsigned what, bool force)
+{
+	const struct machine_media_drive *d = machine_media_drive(&m, "cd0");
+	int fd = what == 0 ? -1 : dup(what == 1 ? iso_fd : blank_fd);
+	char err[128];
+
+	if (d == NULL || (what != 0 && fd < 0))
+		abort();
+	(void)d->change(d->dev, fd, force, err, sizeof(err));
+}
+
 static void reset_all(void)
 {
 	/* Commands complete synchronously under the HBA's lock, so after the
@@ -125,6 +148,7 @@ static void reset_all(void)
 	wr(GHC, 1);
 	memset(ram, 0, RAM_SIZE);
 	wr(GHC, 1u << 1);
+	media_change(1, true);
 	port_start(0);
 	port_start(1);
 }
@@ -208,6 +232,12 @@ static void fuzz_one(struct fz *z)
 			wr(PX(p, P_IS), 0xffffffff);
 			wr(PX(p, P_SERR), 0xffffffff);
 			wr(IS, 0xffffffff);
+			break;
+		}
+		case 6: {
+			uint8_t n = fz_u8(z);
+
+			media_change(n % 3, n & 4);
 			break;
 		}
 		default:

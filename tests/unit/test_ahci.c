@@ -1076,6 +1076,7 @@ static void test_media_insert(void **state)
 static void test_media_locked(void **state)
 {
 	uint8_t lock[12] = {0x1e, 0, 0, 0, 1}, unlock[12] = {0x1e};
+	uint8_t mode[12] = {0x5a, 0, 0x2a, 0, 0, 0, 0, 0, 100};
 	char err[128] = "";
 	int fd;
 
@@ -1083,6 +1084,9 @@ static void test_media_locked(void **state)
 	packet(0, lock, 0);
 	assert_ok(1, 0);
 	assert_state("cd0", true, true, ISO_BLOCKS * 2048);
+	packet(5, mode, 100); /* the capabilities page shows the lock */
+	assert_ok(1, 5);
+	assert_int_equal(hva(DATA_GPA)[8 + 6], 0x2b);
 	assert_int_equal(change(NULL, false, err, sizeof(err)), -1);
 	assert_string_equal(err, "the guest locked the tray (force ejects anyway)");
 	fd = open(iso2_path, O_RDONLY);
