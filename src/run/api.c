@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/machine.h"
@@ -546,6 +547,8 @@ int api_media_insert_check(struct api *a, const char *body, size_t len, bool *fo
 
 void api_media_insert_fd(struct api *a, int idx, bool force, int fd, struct api_reply *r)
 {
+	struct stat st;
+
 	memset(r, 0, sizeof(*r));
 	r->exit_after = -1;
 	if (idx < 0 || (unsigned)idx >= a->m->nmedia || idx >= (int)MACHINE_MAX_MEDIA) {
@@ -556,6 +559,13 @@ void api_media_insert_fd(struct api *a, int idx, bool force, int fd, struct api_
 	}
 	if (fd < 0) {
 		reply_error(r, 400, "no file descriptor came with the byte");
+		return;
+	}
+	/* Told apart from the drive's refusals (409): the client sent the
+	 * wrong thing. */
+	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))) {
+		close(fd);
+		reply_error(r, 400, "not a regular file or block device");
 		return;
 	}
 	media_change(a, idx, fd, force, r);

@@ -509,11 +509,12 @@ static void test_media_insert_fd(void **state)
 	assert_int_equal(idx, 0);
 	assert_true(force);
 	api_reply_free(&r);
-	/* a directory is refused by the drive: 409 with its reason */
+	/* a directory is refused before the drive sees it */
 	fd = open("/", O_RDONLY | O_DIRECTORY);
 	api_media_insert_fd(&a, idx, false, fd, &r);
-	assert_int_equal(r.status, 409);
+	assert_int_equal(r.status, 400);
 	assert_contains(r.body, "not a regular file");
+	assert_int_equal(fd0.changes, 0);
 	api_reply_free(&r);
 	/* no fd */
 	api_media_insert_fd(&a, idx, false, -1, &r);
