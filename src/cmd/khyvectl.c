@@ -576,6 +576,37 @@ static void print_field(const cJSON *j, const char *key)
 		printf("%s: %.0f\n", key, v->valuedouble);
 }
 
+/* "  cd0: ahci-cd 4:0 port 0, medium 1.5G, locked" or "..., empty". */
+static void print_drives(const cJSON *drives)
+{
+	const cJSON *d;
+
+	if (!cJSON_IsObject(drives) || !drives->child)
+		return;
+	printf("drives:\n");
+	cJSON_ArrayForEach(d, drives)
+	{
+		const cJSON *dev = cJSON_GetObjectItemCaseSensitive(d, "device");
+		const cJSON *slot = cJSON_GetObjectItemCaseSensitive(d, "slot");
+		const cJSON *port = cJSON_GetObjectItemCaseSensitive(d, "port");
+		const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(d, "bytes");
+		char size[32];
+
+		human_bytes(cJSON_IsNumber(bytes) ? bytes->valuedouble : 0, size, sizeof(size));
+		printf("  %s: %s %s port %.0f, ", d->string,
+		       cJSON_IsString(dev) ? dev->valuestring : "?",
+		       cJSON_IsString(slot) ? slot->valuestring : "?",
+		       cJSON_IsNumber(port) ? port->valuedouble : 0);
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "medium")))
+			printf("medium %s", size);
+		else
+			printf("empty");
+		printf("%s\n", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "locked"))
+		                   ? ", locked"
+		                   : "");
+	}
+}
+
 static int print_info(const char *target, const cJSON *j)
 {
 	const cJSON *up = cJSON_GetObjectItemCaseSensitive(j, "uptime_ms");
@@ -592,6 +623,7 @@ static int print_info(const char *target, const cJSON *j)
 	}
 	print_field(j, "vcpus");
 	print_field(j, "memory_bytes");
+	print_drives(cJSON_GetObjectItemCaseSensitive(j, "drives"));
 	if (cJSON_IsObject(config)) {
 		printf("config:\n");
 		cJSON_ArrayForEach(kv, config) if (cJSON_IsString(kv))
