@@ -57,6 +57,13 @@ static void reply_error(struct api_reply *r, int status, const char *msg)
 	reply_json(r, status, o);
 }
 
+void api_reply_error(struct api_reply *r, int status, const char *msg)
+{
+	memset(r, 0, sizeof(*r));
+	r->exit_after = -1;
+	reply_error(r, status, msg);
+}
+
 static void reply_empty(struct api_reply *r)
 {
 	r->status = 204;

@@ -83,6 +83,9 @@ void api_handle(struct api *a, const char *method, const char *url, const char *
                 struct api_reply *r);
 void api_reply_free(struct api_reply *r);
 
+/* Fill `r` (overwritten, not freed) with `status` and {"error":msg}. */
+void api_reply_error(struct api_reply *r, int status, const char *msg);
+
 #define API_FD_WAIT_MS 2000u /* vm.media-insert: how long the fd may take after the 101 */
 
 /*

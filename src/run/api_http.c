@@ -5,7 +5,9 @@
  * headers fit libmicrohttpd's per-connection memory pool (it answers 431
  * or 414 beyond), bodies are capped here (413), connections are shut
  * down API_TIMEOUT_S after they opened (idle or not), at most
- * API_MAX_CONNS at once.
+ * API_MAX_CONNS at once.  vm.media-insert with `Upgrade: khyve-fd` is
+ * answered 101 here and its fd received on the raw socket (unix(7)
+ * SCM_RIGHTS, at most API_FD_WAIT_MS) before api_media_insert_fd().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -398,22 +400,11 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
 		why = "send the file descriptor after the 101, not with the request";
 	else
 		fd = receive_fd(sock, &why);
-	if (fd < 0) {
-		memset(&r, 0, sizeof(r));
-		r.status = 400;
-		r.body = NULL;
-		{
-			cJSON *o = cJSON_CreateObject();
-
-			if (o != NULL && cJSON_AddStringToObject(o, "error", why) != NULL)
-				r.body = cJSON_PrintUnformatted(o);
-			cJSON_Delete(o);
-		}
-		r.len = r.body != NULL ? strlen(r.body) : 0;
-	} else {
+	if (fd < 0)
+		api_reply_error(&r, 400, why);
+	else
 		api_media_insert_fd(a, rq != NULL ? rq->media_idx : -1,
 		                    rq != NULL && rq->media_force, fd, &r);
-	}
 	send_outcome(sock, &r);
 	api_reply_free(&r);
 	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
