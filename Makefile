@@ -367,7 +367,7 @@ cli-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/sa
 # The per-VM API driven with curl over its unix socket against tiny guests
 # on this host's KVM (tests/api/run; about 15 s a build).
 .PHONY: api-tests
-api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/guests/ticker.rom \
+api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/guests/ticker.rom \
            $(BUILD)/guests/pwrbtn.rom
 	@tests/api/run $(BUILD) $(BUILD)/san
 

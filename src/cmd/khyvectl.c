@@ -47,6 +47,8 @@ enum action {
 	ACT_POWEROFF,
 	ACT_SCREENSHOT,
 	ACT_SEND_KEYS,
+	ACT_INSERT,
+	ACT_EJECT,
 };
 
 /* One action: its option, whether it takes =VALUE, and its request. */
@@ -68,6 +70,8 @@ static const struct action_def actions[] = {
     {"--force-poweroff", ACT_POWEROFF, false, "PUT", "vm.power-off"},
     {"--screenshot", ACT_SCREENSHOT, true, "GET", "vm.screenshot"},
     {"--send-keys", ACT_SEND_KEYS, true, "PUT", "vm.send-keys"},
+    {"--insert", ACT_INSERT, true, "PUT", "vm.media-insert"},
+    {"--eject", ACT_EJECT, true, "PUT", "vm.media-eject"},
 };
 
 #define NACTIONS (sizeof(actions) / sizeof(actions[0]))
@@ -75,7 +79,8 @@ static const struct action_def actions[] = {
 struct opts {
 	const char *vm, *socket;
 	const struct action_def *action;
-	const char *value; /* --screenshot=FILE, --send-keys=CHORDS */
+	const char
+	    *value; /* --screenshot=FILE, --send-keys=CHORDS, --insert=DRIVE:FILE, --eject=DRIVE */
 	bool json, force;
 };
 
@@ -94,6 +99,10 @@ static void usage(FILE *f)
 	           "replaces one)\n"
 	           "  --send-keys=CHORD,...  type key chords (ctrl-alt-del, shift-b, enter; "
 	           "X keysym names)\n"
+	           "  --insert=DRIVE:FILE    put the image FILE (opened here, read-only) in the "
+	           "CD drive DRIVE (cd0)\n"
+	           "  --eject=DRIVE          take the medium out of DRIVE (--force: even when "
+	           "the guest locked it)\n"
 	           "--json prints the VM's JSON answer as it came.  See khyvectl(8).\n");
 }
 
@@ -159,6 +168,26 @@ static int take_target(const char **slot, const char *name, const char *value)
 	return 0;
 }
 
+/* A drive's name as khyve gives them: letters, digits, '-', '_', 1..15. */
+static bool valid_drive(const char *s, size_t n)
+{
+	if (n == 0 || n > 15)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_",
+		            s[i]) ||
+		    s[i] == '\0')
+			return false;
+	return true;
+}
+
+static bool valid_insert(const char *v)
+{
+	const char *colon = strchr(v, ':');
+
+	return colon != NULL && colon[1] != '\0' && valid_drive(v, (size_t)(colon - v));
+}
+
 /* Parse argv into `o`: 0, -1 for --help (done), or EXIT_USAGE after the message. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -190,9 +219,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->action)
 		return bad_usage("no action: give one of --get-stats, --info, --ping, --pause, "
 		                 "--resume, --power-button, --force-reset, --force-poweroff, "
-		                 "--screenshot=FILE, --send-keys=CHORDS");
-	if (o->force && o->action->act != ACT_SCREENSHOT)
-		return bad_usage("--force only goes with --screenshot=FILE");
+		                 "--screenshot=FILE, --send-keys=CHORDS, --insert=DRIVE:FILE, "
+		                 "--eject=DRIVE");
+	if (o->force && o->action->act != ACT_SCREENSHOT && o->action->act != ACT_INSERT &&
+	    o->action->act != ACT_EJECT)
+		return bad_usage("--force only goes with --screenshot=FILE, --insert or --eject");
+	if (o->action->act == ACT_INSERT && !valid_insert(o->value))
+		return bad_usage("--insert=%s: want DRIVE:FILE (cd0:/path/to.iso)", o->value);
+	if (o->action->act == ACT_EJECT && !valid_drive(o->value, strlen(o->value)))
+		return bad_usage("--eject=%s: want a drive's name (cd0)", o->value);
 	return 0;
 }
 
@@ -541,6 +576,37 @@ static void print_field(const cJSON *j, const char *key)
 		printf("%s: %.0f\n", key, v->valuedouble);
 }
 
+/* "  cd0: ahci-cd 4:0 port 0, medium 1.5G, locked" or "..., empty". */
+static void print_drives(const cJSON *drives)
+{
+	const cJSON *d;
+
+	if (!cJSON_IsObject(drives) || !drives->child)
+		return;
+	printf("drives:\n");
+	cJSON_ArrayForEach(d, drives)
+	{
+		const cJSON *dev = cJSON_GetObjectItemCaseSensitive(d, "device");
+		const cJSON *slot = cJSON_GetObjectItemCaseSensitive(d, "slot");
+		const cJSON *port = cJSON_GetObjectItemCaseSensitive(d, "port");
+		const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(d, "bytes");
+		char size[32];
+
+		human_bytes(cJSON_IsNumber(bytes) ? bytes->valuedouble : 0, size, sizeof(size));
+		printf("  %s: %s %s port %.0f, ", d->string,
+		       cJSON_IsString(dev) ? dev->valuestring : "?",
+		       cJSON_IsString(slot) ? slot->valuestring : "?",
+		       cJSON_IsNumber(port) ? port->valuedouble : 0);
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "medium")))
+			printf("medium %s", size);
+		else
+			printf("empty");
+		printf("%s\n", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "locked"))
+		                   ? ", locked"
+		                   : "");
+	}
+}
+
 static int print_info(const char *target, const cJSON *j)
 {
 	const cJSON *up = cJSON_GetObjectItemCaseSensitive(j, "uptime_ms");
@@ -557,6 +623,7 @@ static int print_info(const char *target, const cJSON *j)
 	}
 	print_field(j, "vcpus");
 	print_field(j, "memory_bytes");
+	print_drives(cJSON_GetObjectItemCaseSensitive(j, "drives"));
 	if (cJSON_IsObject(config)) {
 		printf("config:\n");
 		cJSON_ArrayForEach(kv, config) if (cJSON_IsString(kv))
@@ -620,6 +687,54 @@ static int write_png(const struct opts *o, const char *target, const struct apic
 	return EXIT_DONE;
 }
 
+/* ---- media ---- */
+
+/* {"drive":"cd0","force":false} for --eject. */
+static char *eject_body(const struct opts *o)
+{
+	char *body = malloc(64);
+
+	if (body != NULL)
+		snprintf(body, 64, "{\"drive\":\"%s\",\"force\":%s}", o->value,
+		         o->force ? "true" : "false");
+	return body;
+}
+
+/* --insert=DRIVE:FILE: FILE is opened here, with the caller's rights. */
+static int run_insert(const struct opts *o, const char *sock, const char *target)
+{
+	const char *colon = strchr(o->value, ':');
+	char drive[16], err[4200];
+	long status = 0;
+	int fd, rc;
+
+	snprintf(drive, sizeof(drive), "%.*s", (int)(colon - o->value), o->value);
+	fd = open(colon + 1, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		fprintf(stderr, "khyvectl: %s: %s\n", colon + 1, strerror(errno));
+		return EXIT_LOCAL;
+	}
+	rc = apic_media_insert(sock, drive, o->force, fd, TIMEOUT_MS, &status, err, sizeof(err));
+	close(fd);
+	if (rc == API_CALL_NO_VM) {
+		fprintf(stderr, "khyvectl: no VM at %s (%s)\n", sock, err);
+		return EXIT_NO_VM;
+	}
+	if (rc != API_CALL_OK) {
+		fprintf(stderr, "khyvectl: %s\n", err);
+		return EXIT_VM_ERROR;
+	}
+	if (o->json && err[0] != '\0')
+		printf("%s\n", err);
+	if (status >= 200 && status <= 299)
+		return EXIT_DONE;
+	{
+		struct apic_reply r = {.status = status, .body = err, .len = strlen(err)};
+
+		return o->json ? EXIT_VM_ERROR : vm_error(target, &r);
+	}
+}
+
 /* ---- all together ---- */
 
 static int show_reply(const struct opts *o, const char *target, const struct apic_reply *r)
@@ -662,8 +777,12 @@ static int run(const struct opts *o)
 	if (strlen(sock) >= API_SOCKET_MAX)
 		return bad_usage("%s: a unix socket path holds at most %d bytes", sock,
 		                 API_SOCKET_MAX - 1);
+	if (o->action->act == ACT_INSERT)
+		return run_insert(o, sock, target);
 	if (o->action->act == ACT_SEND_KEYS && !(body = send_keys_body(o->value, &rc)))
 		return rc;
+	if (o->action->act == ACT_EJECT && !(body = eject_body(o)))
+		return EXIT_VM_ERROR;
 	if (o->action->act == ACT_SCREENSHOT && (rc = check_new_file(o)) != 0)
 		return rc;
 	switch (apic_call(sock, o->action->method, o->action->endpoint, body, TIMEOUT_MS, &r, err,

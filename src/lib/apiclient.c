@@ -8,7 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define REPLY_MAX    (64u << 20) /* a 4K screen's PNG fits many times over */
@@ -139,6 +144,228 @@ void apic_reply_free(struct apic_reply *r)
 {
 	free(r->body);
 	memset(r, 0, sizeof(*r));
+}
+
+/* ---- vm.media-insert: HTTP by hand, for the fd ---- */
+
+#define MEDIA_REPLY_MAX (64u << 10)
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait until `fd` is ready for `events` or `deadline` (ms) passed: 0, -1. */
+static int wait_fd(int fd, short events, long long deadline)
+{
+	for (;;) {
+		long long left = deadline - now_ms();
+		struct pollfd p = {.fd = fd, .events = events};
+		int rc;
+
+		if (left <= 0)
+			return -1;
+		rc = poll(&p, 1, (int)left);
+		if (rc > 0)
+			return 0;
+		if (rc < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+static int send_all(int fd, const char *buf, size_t len, long long deadline)
+{
+	while (len > 0) {
+		ssize_t n;
+
+		if (wait_fd(fd, POLLOUT, deadline) < 0)
+			return -1;
+		n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Read more into buf (cap bytes, NUL kept): bytes read, 0 at the end, -1. */
+static ssize_t recv_some(int fd, char *buf, size_t *len, size_t cap, long long deadline)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (*len + 1 >= cap || wait_fd(fd, POLLIN, deadline) < 0)
+			return -1;
+		n = recv(fd, buf + *len, cap - *len - 1, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n < 0)
+			return -1;
+		*len += (size_t)n;
+		buf[*len] = '\0';
+		return n;
+	}
+}
+
+static bool plain_drive(const char *drive)
+{
+	size_t n = strlen(drive);
+
+	if (n == 0 || n > 15)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = drive[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_'))
+			return false;
+	}
+	return true;
+}
+
+/* Connect to `path`: the fd, or -1 (`*no_vm` when nothing listens). */
+static int connect_unix(const char *path, bool *no_vm, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	*no_vm = false;
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		set_err(err, errlen, "%s: a unix socket path holds at most %zu bytes", path,
+		        sizeof(sa.sun_path) - 1);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		set_err(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		*no_vm = errno == ENOENT || errno == ECONNREFUSED || errno == ENOTSOCK ||
+		         errno == ENOTDIR;
+		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* One byte carrying `image_fd` (SCM_RIGHTS). */
+static int send_fd(int sock, int image_fd, long long deadline)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	char byte = 'F';
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {.msg_iov = &iov,
+	                     .msg_iovlen = 1,
+	                     .msg_control = ctl.buf,
+	                     .msg_controllen = sizeof(ctl.buf)};
+	struct cmsghdr *cm;
+
+	memset(ctl.buf, 0, sizeof(ctl.buf));
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &image_fd, sizeof(int));
+	if (wait_fd(sock, POLLOUT, deadline) < 0)
+		return -1;
+	return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+/* The HTTP error after the headers in buf: its body into err. */
+static void read_error_body(int sock, char *buf, size_t len, size_t cap, long long deadline,
+                            char *err, size_t errlen)
+{
+	char *end = strstr(buf, "\r\n\r\n"), *cl = strcasestr(buf, "\r\nContent-Length:");
+	size_t want = cl != NULL && cl < end ? strtoul(cl + 17, NULL, 10) : 0, head;
+
+	head = (size_t)(end - buf) + 4;
+	while (len - head < want && recv_some(sock, buf, &len, cap, deadline) > 0) {
+	}
+	set_err(err, errlen, "%.*s", (int)(len - head < want ? len - head : want), buf + head);
+}
+
+enum api_call_rc apic_media_insert(const char *socket_path, const char *drive, int force,
+                                   int image_fd, long timeout_ms, long *status, char *err,
+                                   size_t errlen)
+{
+	long long deadline = now_ms() + timeout_ms;
+	char body[96], req[512], *buf = NULL, *end;
+	size_t len = 0;
+	bool no_vm;
+	int sock, n;
+	enum api_call_rc rc = API_CALL_FAILED;
+
+	*status = 0;
+	if (!plain_drive(drive)) {
+		set_err(err, errlen, "'%s' is no drive's name (cd0, ...)", drive);
+		return API_CALL_FAILED;
+	}
+	snprintf(body, sizeof(body), "{\"drive\":\"%s\",\"force\":%s}", drive,
+	         force ? "true" : "false");
+	n = snprintf(req, sizeof(req),
+	             "PUT /api/v1/vm.media-insert HTTP/1.1\r\nHost: localhost\r\n"
+	             "Connection: Upgrade\r\nUpgrade: khyve-fd\r\n"
+	             "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+	             strlen(body), body);
+	sock = connect_unix(socket_path, &no_vm, err, errlen);
+	if (sock < 0)
+		return no_vm ? API_CALL_NO_VM : API_CALL_FAILED;
+	buf = malloc(MEDIA_REPLY_MAX);
+	if (buf == NULL || send_all(sock, req, (size_t)n, deadline) < 0) {
+		set_err(err, errlen, "%s: cannot send the request", socket_path);
+		goto out;
+	}
+	buf[0] = '\0';
+	while ((end = strstr(buf, "\r\n\r\n")) == NULL)
+		if (recv_some(sock, buf, &len, MEDIA_REPLY_MAX, deadline) <= 0) {
+			set_err(err, errlen, "%s: no HTTP reply", socket_path);
+			goto out;
+		}
+	if (sscanf(buf, "HTTP/1.%*1[01] %ld", status) != 1) {
+		set_err(err, errlen, "%s: not an HTTP reply", socket_path);
+		goto out;
+	}
+	if (*status != 101) {
+		read_error_body(sock, buf, len, MEDIA_REPLY_MAX, deadline, err, errlen);
+		rc = API_CALL_OK;
+		goto out;
+	}
+	if (send_fd(sock, image_fd, deadline) < 0) {
+		set_err(err, errlen, "%s: cannot pass the file descriptor: %s", socket_path,
+		        strerror(errno));
+		goto out;
+	}
+	len = 0;
+	buf[0] = '\0';
+	while (strchr(buf, '\n') == NULL)
+		if (recv_some(sock, buf, &len, MEDIA_REPLY_MAX, deadline) <= 0)
+			break;
+	if (strncmp(buf, "{\"status\":", 10) != 0 || (*status = strtol(buf + 10, NULL, 10)) < 100) {
+		set_err(err, errlen, "%s: no outcome after the file descriptor", socket_path);
+		*status = 0;
+		goto out;
+	}
+	buf[strcspn(buf, "\r\n")] = '\0';
+	if (*status == 204)
+		set_err(err, errlen, "%s", "");
+	else /* {"status":409,"error":"..."} -> {"error":"..."} */
+		set_err(err, errlen, "{%s", strchr(buf, ',') ? strchr(buf, ',') + 1 : "}");
+	rc = API_CALL_OK;
+out:
+	free(buf);
+	close(sock);
+	return rc;
 }
 
 int api_default_socket(const char *name, char *out, size_t len, char *err, size_t errlen)

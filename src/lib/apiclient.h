@@ -45,6 +45,23 @@ enum api_call_rc apic_call(const char *socket_path, const char *method, const ch
 void apic_reply_free(struct apic_reply *r);
 
 /*
+ * vm.media-insert (docs/api.md): put the image open on `image_fd` (the
+ * caller opened it, read-only; it stays the caller's) in drive `drive`
+ * ("cd0": letters, digits, '-', '_', at most 15) of the VM at
+ * `socket_path`, or with `force` even when the guest locked the tray.
+ * libcurl cannot pass fds, so this speaks HTTP/1.1 itself on a plain unix
+ * socket: the PUT with `Connection: Upgrade` and `Upgrade: khyve-fd`, the
+ * 101, one byte carrying the fd (SCM_RIGHTS, unix(7)), then khyve's one
+ * JSON line.  Everything within `timeout_ms`; replies beyond 64 KiB are
+ * refused.  API_CALL_OK: `*status` is khyve's answer (204, or 400, 404,
+ * 409, 500 ...) and `err` holds its JSON ({"error":"..."}; "" for 204).
+ * Otherwise `err` says in one line why no answer came.
+ */
+enum api_call_rc apic_media_insert(const char *socket_path, const char *drive, int force,
+                                   int image_fd, long timeout_ms, long *status, char *err,
+                                   size_t errlen);
+
+/*
  * khyve's default socket of the VM `name` (api13: /run/khyve/NAME.sock for
  * root, else $XDG_RUNTIME_DIR/khyve/NAME.sock) into `out` (`len` bytes).
  * 0, or -1 with `err` set: no XDG_RUNTIME_DIR for a user, or too long.

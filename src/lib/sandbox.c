@@ -133,12 +133,15 @@ static const int vnc_calls[] = {
 /* The API (libmicrohttpd driven by poll): its epoll set, clients on the
  * unix socket; pause kicks vCPUs (KICKS_VCPUS), power-button and
  * send-keys raise interrupts, screenshot reads fbuf's dirty log, counters
- * read KVM's per-vCPU statistics (pread of fds opened at set-up). */
+ * read KVM's per-vCPU statistics (pread of fds opened at set-up);
+ * vm.media-insert receives the image's fd (recvmsg, SCM_RIGHTS) and the
+ * drive's change() looks at it (fstat, lseek). */
 static const int api_calls[] = {
 	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait),
 	SCMP_SYS(epoll_ctl), SCMP_SYS(accept4), SCMP_SYS(accept), SCMP_SYS(recvfrom),
 	SCMP_SYS(sendto), SCMP_SYS(sendmsg), SCMP_SYS(shutdown), SCMP_SYS(setsockopt), SCMP_SYS(fcntl),
-	SCMP_SYS(pread64), END};
+	SCMP_SYS(pread64), SCMP_SYS(recvmsg), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek),
+	END};
 
 #ifdef SANDBOX_SANITIZERS
 /* ASan/UBSan/LSan builds (detected at compile time): the runtime's own
@@ -177,7 +180,7 @@ static const unsigned long vnc_ioctls[] = {
 
 /* What the API's endpoints do to devices (see api_calls). */
 static const unsigned long api_ioctls[] = {
-	KVM_IRQ_LINE, KVM_SIGNAL_MSI, KVM_GET_DIRTY_LOG, FIONREAD, FIONBIO, 0};
+	KVM_IRQ_LINE, KVM_SIGNAL_MSI, KVM_GET_DIRTY_LOG, FIONREAD, FIONBIO, BLKGETSIZE64, 0};
 
 // clang-format on
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/machine.h"
@@ -24,6 +25,8 @@
 #define API_PREFIX "/api/v1/"
 #define JSON_TYPE  "application/json"
 #define VERSION    "khyve 0.1"
+
+static bool parse_body(const char *body, size_t len, cJSON **out);
 
 /* ---- replies ---- */
 
@@ -52,6 +55,13 @@ static void reply_error(struct api_reply *r, int status, const char *msg)
 	if (o != NULL)
 		cJSON_AddStringToObject(o, "error", msg);
 	reply_json(r, status, o);
+}
+
+void api_reply_error(struct api_reply *r, int status, const char *msg)
+{
+	memset(r, 0, sizeof(*r));
+	r->exit_after = -1;
+	reply_error(r, status, msg);
 }
 
 static void reply_empty(struct api_reply *r)
@@ -135,6 +145,30 @@ static const char *vm_state(struct machine *m)
 	return machine_is_paused(m) ? "Paused" : "Running";
 }
 
+/* vm.info's "drives": each removable-medium drive and its medium now. */
+static void add_drives(cJSON *o, struct machine *m)
+{
+	cJSON *drives = cJSON_AddObjectToObject(o, "drives");
+
+	for (unsigned i = 0; drives != NULL && i < m->nmedia && i < MACHINE_MAX_MEDIA; i++) {
+		const struct machine_media_drive *d = &m->media[i];
+		cJSON *j = cJSON_AddObjectToObject(drives, d->name);
+		bool present = false, locked = false;
+		uint64_t bytes = 0;
+
+		if (j == NULL)
+			return;
+		if (d->state != NULL)
+			d->state(d->dev, &present, &locked, &bytes);
+		cJSON_AddStringToObject(j, "device", d->device);
+		cJSON_AddStringToObject(j, "slot", d->slot);
+		cJSON_AddNumberToObject(j, "port", d->port);
+		cJSON_AddBoolToObject(j, "medium", present);
+		cJSON_AddBoolToObject(j, "locked", locked);
+		cJSON_AddNumberToObject(j, "bytes", present ? (double)bytes : 0);
+	}
+}
+
 static void on_info(struct api *a, const cJSON *body, struct api_reply *r)
 {
 	struct machine *m = a->m;
@@ -155,6 +189,7 @@ static void on_info(struct api *a, const cJSON *body, struct api_reply *r)
 	cJSON_AddNumberToObject(o, "memory_bytes",
 	                        (double)(m->vm.mem.lowmem_size + m->vm.mem.highmem_size));
 	cJSON_AddItemToObject(o, "config", cfg);
+	add_drives(o, m);
 	reply_json(r, 200, o);
 }
 
@@ -412,6 +447,137 @@ static void on_send_keys(struct api *a, const cJSON *body, struct api_reply *r)
 	reply_empty(r);
 }
 
+/* ---- media change ---- */
+
+/*
+ * The body of vm.media-eject / vm.media-insert: {"drive":"cd0"} with an
+ * optional boolean "force", no other key.  The drive's index, or -1 with
+ * the error reply in `r` (400 bad body, 404 no such drive).
+ */
+static int media_request(struct api *a, const cJSON *body, bool *force, struct api_reply *r)
+{
+	const cJSON *drive, *f, *k;
+	char msg[96];
+
+	*force = false;
+	if (!cJSON_IsObject(body)) {
+		reply_error(r, 400, "want a body {\"drive\":\"cd0\",\"force\":false}");
+		return -1;
+	}
+	cJSON_ArrayForEach(k, body)
+	{
+		if (k->string == NULL ||
+		    (strcmp(k->string, "drive") != 0 && strcmp(k->string, "force") != 0)) {
+			snprintf(msg, sizeof(msg), "unknown key '%.40s' (want drive, force)",
+			         k->string != NULL ? k->string : "");
+			reply_error(r, 400, msg);
+			return -1;
+		}
+	}
+	drive = cJSON_GetObjectItemCaseSensitive(body, "drive");
+	f = cJSON_GetObjectItemCaseSensitive(body, "force");
+	if (!cJSON_IsString(drive) || drive->valuestring == NULL) {
+		reply_error(r, 400, "drive: want a drive's name (\"cd0\", see vm.info's drives)");
+		return -1;
+	}
+	if (f != NULL && !cJSON_IsBool(f)) {
+		reply_error(r, 400, "force: want true or false");
+		return -1;
+	}
+	*force = cJSON_IsTrue(f);
+	for (unsigned i = 0; i < a->m->nmedia && i < MACHINE_MAX_MEDIA; i++)
+		if (strcmp(a->m->media[i].name, drive->valuestring) == 0)
+			return (int)i;
+	snprintf(msg, sizeof(msg), "no drive %.40s", drive->valuestring);
+	reply_error(r, 404, msg);
+	return -1;
+}
+
+/* Hand `fd` (-1: eject) to drive `idx`: 204, or 409 with its reason. */
+static void media_change(struct api *a, int idx, int fd, bool force, struct api_reply *r)
+{
+	const struct machine_media_drive *d = &a->m->media[idx];
+	char err[160] = "";
+
+	if (d->change == NULL) {
+		if (fd >= 0)
+			close(fd);
+		reply_error(r, 500, "the drive cannot change its medium");
+		return;
+	}
+	if (d->change(d->dev, fd, force, err, sizeof(err)) == 0)
+		reply_empty(r);
+	else
+		reply_error(r, 409, err[0] != '\0' ? err : "the drive refused the change");
+}
+
+static void on_media_eject(struct api *a, const cJSON *body, struct api_reply *r)
+{
+	bool force;
+	int idx = media_request(a, body, &force, r);
+
+	if (idx >= 0)
+		media_change(a, idx, -1, force, r);
+}
+
+/* Without the upgrade (api_http.c takes those), no fd can come. */
+static void on_media_insert(struct api *a, const cJSON *body, struct api_reply *r)
+{
+	bool force;
+
+	if (media_request(a, body, &force, r) >= 0)
+		reply_error(r, 400,
+		            "vm.media-insert passes the image as a file descriptor (docs/api.md)");
+}
+
+int api_media_insert_check(struct api *a, const char *body, size_t len, bool *force,
+                           struct api_reply *r)
+{
+	cJSON *json;
+	int idx;
+
+	memset(r, 0, sizeof(*r));
+	r->exit_after = -1;
+	*force = false;
+	if (len > API_MAX_BODY) {
+		reply_error(r, 413, "request body too large (at most 64 KiB)");
+		return -1;
+	}
+	if (!parse_body(body, len, &json)) {
+		reply_error(r, 400, "the body is not valid JSON");
+		return -1;
+	}
+	idx = media_request(a, json, force, r);
+	cJSON_Delete(json);
+	return idx;
+}
+
+void api_media_insert_fd(struct api *a, int idx, bool force, int fd, struct api_reply *r)
+{
+	struct stat st;
+
+	memset(r, 0, sizeof(*r));
+	r->exit_after = -1;
+	if (idx < 0 || (unsigned)idx >= a->m->nmedia || idx >= (int)MACHINE_MAX_MEDIA) {
+		if (fd >= 0)
+			close(fd);
+		reply_error(r, 404, "no such drive");
+		return;
+	}
+	if (fd < 0) {
+		reply_error(r, 400, "no file descriptor came with the byte");
+		return;
+	}
+	/* Told apart from the drive's refusals (409): the client sent the
+	 * wrong thing. */
+	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))) {
+		close(fd);
+		reply_error(r, 400, "not a regular file or block device");
+		return;
+	}
+	media_change(a, idx, fd, force, r);
+}
+
 /* ---- screenshot ---- */
 
 struct png_buf {
@@ -530,6 +696,8 @@ static const struct endpoint endpoints[] = {
     {"vm.reset", "PUT", on_reset},
     {"vm.power-off", "PUT", on_power_off},
     {"vm.send-keys", "PUT", on_send_keys},
+    {"vm.media-eject", "PUT", on_media_eject},
+    {"vm.media-insert", "PUT", on_media_insert},
 };
 
 /* The endpoint named by `url` (query string ignored), or NULL. */

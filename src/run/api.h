@@ -83,6 +83,26 @@ void api_handle(struct api *a, const char *method, const char *url, const char *
                 struct api_reply *r);
 void api_reply_free(struct api_reply *r);
 
+/* Fill `r` (overwritten, not freed) with `status` and {"error":msg}. */
+void api_reply_error(struct api_reply *r, int status, const char *msg);
+
+#define API_FD_WAIT_MS 2000u /* vm.media-insert: how long the fd may take after the 101 */
+
+/*
+ * vm.media-insert with `Upgrade: khyve-fd` (docs/api.md), in two steps
+ * for the HTTP glue.  First api_media_insert_check() reads the body
+ * ({"drive":"cd0","force":false}): the drive's index (>= 0, *force set)
+ * when the fd may come, or -1 with the error reply (400, 404, 413) in `r`
+ * to send as plain HTTP.  After the 101 and the fd (SCM_RIGHTS, unix(7)),
+ * api_media_insert_fd() hands `fd` (owned from the call on; -1: none
+ * came) to the drive's change() and fills `r` with the outcome (204, 400,
+ * 404, 409 with the drive's reason, 500), which goes back as one JSON
+ * line.  Same threading as api_handle().
+ */
+int api_media_insert_check(struct api *a, const char *body, size_t len, bool *force,
+                           struct api_reply *r);
+void api_media_insert_fd(struct api *a, int idx, bool force, int fd, struct api_reply *r);
+
 /*
  * Work out the socket path (-o api.socket=PATH|off, else the default of
  * docs/api.md), take PATH.lock, remove a stale socket, bind and listen.

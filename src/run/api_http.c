@@ -5,7 +5,9 @@
  * headers fit libmicrohttpd's per-connection memory pool (it answers 431
  * or 414 beyond), bodies are capped here (413), connections are shut
  * down API_TIMEOUT_S after they opened (idle or not), at most
- * API_MAX_CONNS at once.
+ * API_MAX_CONNS at once.  vm.media-insert with `Upgrade: khyve-fd` is
+ * answered 101 here and its fd received on the raw socket (unix(7)
+ * SCM_RIGHTS, at most API_FD_WAIT_MS) before api_media_insert_fd().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -219,6 +222,8 @@ struct request {
 	size_t len;
 	bool too_big;
 	int exit_after; /* from the reply: requested once it is sent */
+	int media_idx;  /* vm.media-insert: the drive the fd goes to */
+	bool media_force;
 };
 
 static void free_request(struct request *rq)
@@ -279,6 +284,165 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct request *rq, 
 	return ret;
 }
 
+/* ---- vm.media-insert: the fd after the 101 (docs/api.md) ---- */
+
+#define MEDIA_MAX_FDS 4 /* room to see (and close) more fds than the one wanted */
+
+static void close_fds(const int *fds, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* The fds of one control message into fds[] (at most MEDIA_MAX_FDS in all). */
+static void collect_fds(struct cmsghdr *cm, int *fds, unsigned *n)
+{
+	size_t bytes;
+	int fd;
+
+	if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len < CMSG_LEN(0))
+		return;
+	bytes = cm->cmsg_len - CMSG_LEN(0);
+	for (size_t off = 0; off + sizeof(int) <= bytes; off += sizeof(int)) {
+		memcpy(&fd, CMSG_DATA(cm) + off, sizeof(int));
+		if (*n < MEDIA_MAX_FDS)
+			fds[(*n)++] = fd;
+		else
+			close(fd);
+	}
+}
+
+/*
+ * Wait (at most API_FD_WAIT_MS) for one byte carrying exactly one fd on
+ * `sock`.  The fd, or -1 with `why` set (nothing came, the client closed,
+ * no fd, several fds).  Extra fds are closed.
+ */
+static int receive_fd(int sock, const char **why)
+{
+	union {
+		char buf[CMSG_SPACE(MEDIA_MAX_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	uint64_t deadline = monotonic_ns() + (uint64_t)API_FD_WAIT_MS * 1000000u;
+	char byte;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	int fds[MEDIA_MAX_FDS];
+	unsigned n = 0;
+	ssize_t got;
+
+	for (;;) {
+		uint64_t now = monotonic_ns();
+		struct pollfd p = {.fd = sock, .events = POLLIN};
+
+		if (now >= deadline) {
+			*why = "no file descriptor came within 2 s";
+			return -1;
+		}
+		if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) < 0 && errno != EINTR) {
+			*why = "cannot wait for the file descriptor";
+			return -1;
+		}
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+		got = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (got < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		break;
+	}
+	if (got <= 0) {
+		*why = "the client closed before sending the file descriptor";
+		return -1;
+	}
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm))
+		collect_fds(cm, fds, &n);
+	if (n == 1 && !(msg.msg_flags & MSG_CTRUNC))
+		return fds[0];
+	close_fds(fds, n);
+	*why =
+	    n == 0 ? "no file descriptor came with the byte" : "send exactly one file descriptor";
+	return -1;
+}
+
+/* The outcome as ONE line: {"status":204} or {"status":N,"error":"..."}. */
+static void send_outcome(int sock, const struct api_reply *r)
+{
+	char line[512];
+	int n;
+
+	if (r->body != NULL && r->len > 2 && r->body[0] == '{')
+		n = snprintf(line, sizeof(line), "{\"status\":%d,%.*s\n", r->status,
+		             (int)(r->len - 1 < 400 ? r->len - 1 : 400), r->body + 1);
+	else
+		n = snprintf(line, sizeof(line), "{\"status\":%d}\n", r->status);
+	if (n > 0 && (size_t)n < sizeof(line) &&
+	    send(sock, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("api: vm.media-insert: cannot send the outcome: %s", strerror(errno));
+}
+
+static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
+                        size_t extra_in_size, MHD_socket sock,
+                        struct MHD_UpgradeResponseHandle *urh)
+{
+	struct api *a = cls;
+	struct request *rq = con_cls;
+	struct api_reply r;
+	const char *why = NULL;
+	int fd = -1;
+
+	(void)c;
+	(void)extra_in;
+	/* Bytes read with the request lost their fd: the client did not wait
+	 * for the 101. */
+	if (extra_in_size > 0)
+		why = "send the file descriptor after the 101, not with the request";
+	else
+		fd = receive_fd(sock, &why);
+	if (fd < 0)
+		api_reply_error(&r, 400, why);
+	else
+		api_media_insert_fd(a, rq != NULL ? rq->media_idx : -1,
+		                    rq != NULL && rq->media_force, fd, &r);
+	send_outcome(sock, &r);
+	api_reply_free(&r);
+	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+/* PUT vm.media-insert with Upgrade: khyve-fd: check, then 101. */
+static bool wants_fd_upgrade(struct MHD_Connection *c, const char *url, const char *method)
+{
+	static const char name[] = "/api/v1/vm.media-insert";
+	const char *up = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_UPGRADE);
+
+	return url != NULL && method != NULL && strcmp(method, "PUT") == 0 &&
+	       strncmp(url, name, sizeof(name) - 1) == 0 &&
+	       strchr("?#", url[sizeof(name) - 1]) != NULL && up != NULL &&
+	       strcasecmp(up, "khyve-fd") == 0;
+}
+
+static enum MHD_Result start_fd_upgrade(struct api *a, struct MHD_Connection *c, struct request *rq)
+{
+	struct MHD_Response *resp;
+	struct api_reply r;
+	enum MHD_Result ret;
+
+	rq->media_idx =
+	    api_media_insert_check(a, rq->too_big ? NULL : rq->body,
+	                           rq->too_big ? API_MAX_BODY + 1 : rq->len, &rq->media_force, &r);
+	if (rq->media_idx < 0)
+		return send_reply(c, rq, &r);
+	api_reply_free(&r);
+	resp = MHD_create_response_for_upgrade(on_upgraded, a);
+	if (resp == NULL)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "khyve-fd");
+	ret = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
@@ -302,6 +466,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (wants_fd_upgrade(c, url, method))
+		return start_fd_upgrade(a, c, rq);
 	if (rq->too_big)
 		api_handle(a, method, url, NULL, API_MAX_BODY + 1, &r);
 	else
@@ -436,7 +602,7 @@ int api_start(struct api *a, char *err, size_t errlen)
 		return -1;
 	}
 	a->mhd = MHD_start_daemon(
-	    MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, a,
+	    MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE, 0, NULL, NULL, on_request, a,
 	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)a->listen_fd, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    (size_t)API_CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_TIMEOUT_S,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_MAX_CONNS, MHD_OPTION_NOTIFY_COMPLETED,

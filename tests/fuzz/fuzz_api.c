@@ -2,14 +2,16 @@
  * libFuzzer target for the API's request handling (src/run/api.c): what a
  * client on the socket controls after libmicrohttpd has parsed the HTTP,
  * the method, the path and the body, handed to api_handle() on a machine
- * without KVM with a keyboard sink, a small fake display and fake counter
- * sources.  Every reply must be a well-formed status with a body the
- * reply owns; nothing may crash, leak or hang.
+ * without KVM with a keyboard sink, a small fake display, fake counter
+ * sources and a fake CD drive (cd0, its tray locked every other change).  Every reply must be a
+ * well-formed status with a body the reply owns; nothing may crash, leak or hang.
  *
  * Input: u8 method (n%4: GET, PUT, POST, the rest of the line as the
  * method), the path up to the first '\n', then the body (raw bytes).
  */
 #include "fuzz.h"
+
+#include <unistd.h>
 
 #include "core/machine.h"
 #include "lib/config.h"
@@ -51,14 +53,45 @@ static struct counter_source src[2] = {
     {.kind = COUNTER_DISK, .name = "disk0", .read = read_fake},
 };
 
+static bool cd_locked;
+
+/* vm.media-eject reaches this with fd -1; refuses every other change. */
+static int fake_change(void *dev, int fd, bool force, char *err, size_t errlen)
+{
+	(void)dev;
+	if (fd >= 0)
+		close(fd);
+	cd_locked = !cd_locked;
+	if (cd_locked && !force) {
+		snprintf(err, errlen, "the guest locked the tray (force ejects anyway)");
+		return -1;
+	}
+	return 0;
+}
+
+static void fake_state(void *dev, bool *present, bool *locked, uint64_t *bytes)
+{
+	(void)dev;
+	*present = true;
+	*locked = cd_locked;
+	*bytes = 2048;
+}
+
 static void setup_once(void)
 {
+	struct machine_media_drive cd = {.name = "cd0",
+	                                 .device = "ahci-cd",
+	                                 .slot = "4:0",
+	                                 .change = fake_change,
+	                                 .state = fake_state};
+
 	log_max_level = LOG_ERR;
 	config_set("memory.size", "64M");
 	config_set("pci.0.4.0.device", "virtio-blk");
 	machine_init_detached(&m, "fuzz", NULL, 0, 0);
 	machine_add_key_sink(&m, key_sink, NULL);
 	machine_set_screenshot(&m, fake_display, NULL);
+	machine_add_media_drive(&m, &cd);
 	for (size_t i = 0; i < sizeof(src) / sizeof(src[0]); i++)
 		counters_register(&src[i]);
 	if (api_init(&a, &m) < 0)

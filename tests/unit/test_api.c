@@ -5,6 +5,9 @@
 #include "unit.h"
 
 #include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/machine.h"
 #include "lib/config.h"
@@ -353,6 +356,185 @@ static void test_counters_empty(void **state)
 	                "\"vcpu\":{},\"disk\":{},\"nic\":{},\"vnc\":{}}");
 }
 
+/* A fake removable-medium drive (M1's ahci-cd is not here yet). */
+static struct fake_drive {
+	bool present, locked;
+	uint64_t bytes;
+	int fd;      /* the medium's fd, -1 none */
+	int changes; /* change() calls */
+} fd0;
+
+static int fake_change(void *dev, int fd, bool force, char *err, size_t errlen)
+{
+	struct fake_drive *d = dev;
+	struct stat st;
+
+	d->changes++;
+	if (d->locked && !force) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, errlen, "the guest locked the tray (force ejects anyway)");
+		return -1;
+	}
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		snprintf(err, errlen, "not a regular file or block device");
+		return -1;
+	}
+	if (d->fd >= 0)
+		close(d->fd);
+	d->fd = fd;
+	d->present = fd >= 0;
+	d->bytes = fd >= 0 ? (uint64_t)st.st_size : 0;
+	return 0;
+}
+
+static void fake_state(void *dev, bool *present, bool *locked, uint64_t *bytes)
+{
+	struct fake_drive *d = dev;
+
+	*present = d->present;
+	*locked = d->locked;
+	*bytes = d->bytes;
+}
+
+static void add_fake_drive(void)
+{
+	struct machine_media_drive d = {.name = "cd0",
+	                                .device = "ahci-cd",
+	                                .slot = "4:0",
+	                                .port = 2,
+	                                .dev = &fd0,
+	                                .change = fake_change,
+	                                .state = fake_state};
+
+	memset(&fd0, 0, sizeof(fd0));
+	fd0.fd = -1;
+	assert_int_equal(machine_add_media_drive(&m, &d), 0);
+}
+
+static void test_info_drives(void **state)
+{
+	(void)state;
+	assert_contains(req("GET", "/api/v1/vm.info", NULL), "\"drives\":{}");
+	add_fake_drive();
+	fd0.present = true;
+	fd0.bytes = 4096;
+	assert_contains(req("GET", "/api/v1/vm.info", NULL),
+	                "\"drives\":{\"cd0\":{\"device\":\"ahci-cd\",\"slot\":\"4:0\",\"port\":2,"
+	                "\"medium\":true,\"locked\":false,\"bytes\":4096}}");
+}
+
+static void test_media_eject(void **state)
+{
+	(void)state;
+	add_fake_drive();
+	fd0.fd = open("/dev/null", O_RDONLY);
+	fd0.present = true;
+	req("PUT", "/api/v1/vm.media-eject", "{\"drive\":\"cd0\"}");
+	assert_int_equal(r.status, 204);
+	assert_false(fd0.present);
+	assert_int_equal(fd0.fd, -1);
+	assert_error(req("PUT", "/api/v1/vm.media-eject", "{\"drive\":\"cd1\"}"), 404,
+	             "no drive cd1");
+	assert_error(req("GET", "/api/v1/vm.media-eject", NULL), 405, "use PUT");
+}
+
+static void test_media_eject_locked(void **state)
+{
+	(void)state;
+	add_fake_drive();
+	fd0.locked = true;
+	fd0.present = true;
+	assert_error(req("PUT", "/api/v1/vm.media-eject", "{\"drive\":\"cd0\",\"force\":false}"),
+	             409, "the guest locked the tray");
+	assert_true(fd0.present);
+	req("PUT", "/api/v1/vm.media-eject", "{\"drive\":\"cd0\",\"force\":true}");
+	assert_int_equal(r.status, 204);
+	assert_false(fd0.present);
+}
+
+static void test_media_bad_bodies(void **state)
+{
+	static const char *const bodies[] = {"",
+	                                     "[]",
+	                                     "{}",
+	                                     "{\"drive\":1}",
+	                                     "{\"drive\":\"cd0\",\"force\":1}",
+	                                     "{\"drive\":\"cd0\",\"forse\":true}",
+	                                     "{\"drive\":null}",
+	                                     "\"cd0\""};
+
+	(void)state;
+	add_fake_drive();
+	for (size_t i = 0; i < ARRAY_LEN(bodies); i++) {
+		req("PUT", "/api/v1/vm.media-eject", bodies[i]);
+		assert_int_equal(r.status, 400);
+		req("PUT", "/api/v1/vm.media-insert", bodies[i]);
+		assert_int_equal(r.status, 400);
+	}
+	assert_error(req("PUT", "/api/v1/vm.media-eject", "{\"drive\":\"cd0\",\"forse\":true}"),
+	             400, "unknown key 'forse'");
+	assert_int_equal(fd0.changes, 0);
+}
+
+static void test_media_insert_plain(void **state)
+{
+	(void)state;
+	add_fake_drive();
+	assert_error(req("PUT", "/api/v1/vm.media-insert", "{\"drive\":\"cd0\"}"), 400,
+	             "passes the image as a file descriptor");
+	assert_error(req("PUT", "/api/v1/vm.media-insert", "{\"drive\":\"cd9\"}"), 404,
+	             "no drive cd9");
+	assert_int_equal(fd0.changes, 0);
+}
+
+/* The two steps the HTTP glue takes for an upgraded vm.media-insert. */
+static void test_media_insert_fd(void **state)
+{
+	const char *good = "{\"drive\":\"cd0\",\"force\":true}";
+	bool force = false;
+	int idx, fd;
+
+	(void)state;
+	add_fake_drive();
+	api_reply_free(&r);
+	assert_int_equal(api_media_insert_check(&a, "{\"drive\":\"cdx\"}", 15, &force, &r), -1);
+	assert_int_equal(r.status, 404);
+	api_reply_free(&r);
+	assert_int_equal(api_media_insert_check(&a, "{", 1, &force, &r), -1);
+	assert_int_equal(r.status, 400);
+	api_reply_free(&r);
+	idx = api_media_insert_check(&a, good, strlen(good), &force, &r);
+	assert_int_equal(idx, 0);
+	assert_true(force);
+	api_reply_free(&r);
+	/* a directory is refused before the drive sees it */
+	fd = open("/", O_RDONLY | O_DIRECTORY);
+	api_media_insert_fd(&a, idx, false, fd, &r);
+	assert_int_equal(r.status, 400);
+	assert_contains(r.body, "not a regular file");
+	assert_int_equal(fd0.changes, 0);
+	api_reply_free(&r);
+	/* no fd */
+	api_media_insert_fd(&a, idx, false, -1, &r);
+	assert_int_equal(r.status, 400);
+	api_reply_free(&r);
+	/* a file */
+	fd = open("/proc/self/exe", O_RDONLY);
+	assert_true(fd >= 0);
+	api_media_insert_fd(&a, idx, false, fd, &r);
+	assert_int_equal(r.status, 204);
+	assert_true(fd0.present);
+	assert_true(fd0.bytes > 0);
+	close(fd0.fd);
+	fd0.fd = -1;
+	api_reply_free(&r);
+	/* a bad index closes the fd */
+	api_media_insert_fd(&a, 5, false, open("/dev/null", O_RDONLY), &r);
+	assert_int_equal(r.status, 404);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -372,6 +554,12 @@ int main(void)
 	    T(test_info_config),
 	    T(test_counters_shape),
 	    T(test_counters_empty),
+	    T(test_info_drives),
+	    T(test_media_eject),
+	    T(test_media_eject_locked),
+	    T(test_media_bad_bodies),
+	    T(test_media_insert_plain),
+	    T(test_media_insert_fd),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
