@@ -264,6 +264,13 @@ static int guest_detail(struct web_req *rq, struct web_resp *rs, const struct vm
 	cJSON_AddItemToObject(o, "snapshots", snapshots_json(g));
 	cJSON_AddItemToObject(o, "console_ports", console_ports_json(g));
 	cJSON_AddItemToObject(o, "counters", counters ? counters : cJSON_CreateNull());
+	if (st.state == VM_RUNNING) {
+		cJSON *info = web_api_get(g, "vm.info");
+		cJSON_AddItemToObject(o, "drives", web_guest_drives_json(info));
+		cJSON_Delete(info);
+	} else {
+		cJSON_AddItemToObject(o, "drives", cJSON_CreateArray());
+	}
 	return web_reply_json(rs, 200, o);
 }
 
@@ -284,9 +291,10 @@ static const char *user_of(const struct web_req *rq)
 	return rq->session ? rq->session->user : "";
 }
 
-static int guest_action(struct web_req *rq, struct web_resp *rs, const char *name,
+static int guest_action(struct web_req *rq, struct web_resp *rs, const struct vm_guest *g,
                         const char *action)
 {
+	const char *name = g->name;
 	static const struct {
 		const char *action, *cmd;
 		bool force;
@@ -297,6 +305,8 @@ static int guest_action(struct web_req *rq, struct web_resp *rs, const char *nam
 	               {"reset", "reset", true}};
 	char err[256];
 
+	if (!strcmp(action, "media"))
+		return web_guest_media(rq, rs, g);
 	for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
 		if (strcmp(action, actions[i].action))
 			continue;
@@ -327,7 +337,7 @@ int web_guests_get_or_action(struct web_req *rq, struct web_resp *rs)
 	if (!strcmp(rq->method, "GET"))
 		rc = slash ? web_reply_error(rs, 404, "no such page") : guest_detail(rq, rs, &g);
 	else
-		rc = slash && !strchr(slash + 1, '/') ? guest_action(rq, rs, name, slash + 1)
+		rc = slash && !strchr(slash + 1, '/') ? guest_action(rq, rs, &g, slash + 1)
 		                                      : web_reply_error(rs, 404, "no such action");
 	vm_guest_free(&g);
 	return rc;

@@ -94,6 +94,28 @@ int web_create_check(const struct web_ctx *ctx, const char *body, struct web_cre
 /* The handlers, reachable from unit tests. */
 int web_guests_list(struct web_req *rq, struct web_resp *rs);
 int web_guests_get_or_action(struct web_req *rq, struct web_resp *rs);
+
+/* ---- media.c: a running guest's CD/DVD drives (docs/web.md) ---- */
+
+/* vm.info's "drives" object of `info` (NULL: none) as the detail's array
+ * [{"name","device","medium","locked","bytes"}] (a new cJSON array). */
+struct cJSON *web_guest_drives_json(const struct cJSON *info);
+
+/* A POST /api/guests/NAME/media body: {"drive":D,"iso":NAME.iso|null,"force"?:bool}. */
+struct web_media_req {
+	char drive[16]; /* cd0: letters, digits, '-', '_' */
+	char iso[160];  /* an ISO of $vm_dir/.iso (web_iso_name_valid), "" to eject */
+	bool force;     /* even when the guest locked the tray */
+};
+
+/* Parse and check `body`: 0, or -1 with `err` (the 400's message). */
+int web_media_parse(const char *body, struct web_media_req *m, char *err, size_t errlen);
+
+/* POST /api/guests/NAME/media for the guest `g`: 204, or khyve's status
+ * and message (404 no drive, 409 locked or not running, 400 bad body or
+ * ISO name, 404 no such ISO); one log line per change.  Each khyve call
+ * waits at most WEB_API_TIMEOUT_MS. */
+int web_guest_media(struct web_req *rq, struct web_resp *rs, const struct vm_guest *g);
 int web_guests_create(struct web_req *rq, struct web_resp *rs);
 int web_tasks_list(struct web_req *rq, struct web_resp *rs);
 int web_templates_list(struct web_req *rq, struct web_resp *rs);
