@@ -1,6 +1,7 @@
 // vm web in headless Chromium (Debian's /usr/bin/chromium driven by npm's
 // playwright-core), for tests/web/run: a wrong password is refused; log in
-// as khyveadm; the list shows the guest; start it on its page; the serial
+// as khyveadm; the list shows the guest; start it on its page; eject and
+// insert its CD on the drives card; the serial
 // console shows "WEB TICK"; the VNC canvas is not blank; stop it.  Element
 // ids are the contract's (share/web).  Screenshots OUT/{login,list,guest,
 // vnc,serial}.png (tests/web/run checks them with tests/web/pngcheck).
@@ -150,6 +151,26 @@ async function run() {
 		return s;
 	})))
 		return;
+
+	// The CD card (tests/web/run inserted small.iso, 20000 bytes, into
+	// cd0 before; this start has vm's cd.iso, 1 MiB): eject, then insert
+	// small.iso through the select and the buttons.
+	await step('drives', async () => {
+		const medium = (re) => page.waitForFunction(
+			(src) => new RegExp(src).test(document.querySelector('#drives tr[data-drive="cd0"] td.medium')?.textContent || ''),
+			re.source, { timeout: stepMs, polling: 200 });
+		await medium(/^medium \(1\.0 MiB\)$/);
+		await page.click('#btn-eject-cd0');
+		await medium(/^empty$/);
+		await page.waitForFunction(
+			() => [...(document.querySelector('#drive-iso-cd0')?.options || [])].some((o) => o.value === 'small.iso'),
+			null, { timeout: stepMs, polling: 200 });
+		await page.selectOption('#drive-iso-cd0', 'small.iso');
+		await page.click('#btn-insert-cd0');
+		await medium(/^medium \(0\.02 MiB\)$/);
+		await shot(page, 'drives');
+		return (await page.textContent('#drives tr[data-drive="cd0"] td.medium')).trim();
+	});
 
 	await step('serial', async () => {
 		await page.goto(url(`/serial.html?name=${enc}`));

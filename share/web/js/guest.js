@@ -1,8 +1,10 @@
 // guest.html?name=NAME: one guest's state, actions, graphs, configuration,
-// disks, NICs, snapshots and its tasks; live every 2 s.
+// disks, CD/DVD drives (drives.js), NICs, snapshots and its tasks; live
+// every 2 s.
 import {
   $, api, el, fmtBytes, fmtDuration, fmtTime, initPage, isAdmin, notice, poll, queryParam, stateBadge,
 } from './api.js';
+import { createDrivesCard } from './drives.js';
 import { LineGraph, counterRates, counterTotals } from './graphs.js';
 
 const name = queryParam('name') || '';
@@ -22,6 +24,7 @@ let lastConfigText = '';
 let graphs = null;
 let poller = null;
 let current = { state: 'Locked', vnc: '' }; // the guest as last seen
+const drivesCard = createDrivesCard(name, () => poller && poller.now());
 
 function setupGraphs() {
   graphs = {
@@ -186,11 +189,13 @@ async function refresh() {
       notice(`There is no guest named "${name}".`, true);
       current = { state: 'Locked', vnc: '' };
       setButtons();
+      await drivesCard(current);
       return;
     }
     throw e;
   }
   render(g);
+  await drivesCard(g);
   const t = await api('/api/tasks');
   renderTasks((t && t.tasks) || []);
   setButtons();
