@@ -648,6 +648,82 @@ static pid_t fake_khyve(const char *name, bool paused)
 	return pid;
 }
 
+/* ---- media (media.c) ---- */
+
+static void expect_media_error(const char *body, const char *msg)
+{
+	struct web_media_req m;
+	char err[512];
+
+	assert_int_equal(web_media_parse(body, &m, err, sizeof(err)), -1);
+	assert_contains(err, msg);
+}
+
+static void test_media(void **state)
+{
+	struct web_media_req m;
+	char err[512];
+	struct web_req rq = {.ctx = &ctx,
+	                     .method = "POST",
+	                     .path = "/api/guests",
+	                     .query = "",
+	                     .body = "{\"drive\":\"cd0\",\"iso\":null}",
+	                     .session = &admin,
+	                     .peer = "127.0.0.1",
+	                     .arg = "web1/media"};
+	struct web_resp rs = {0};
+	cJSON *info, *a, *d;
+
+	(void)state;
+	assert_int_equal(
+	    web_media_parse("{\"drive\":\"cd0\",\"iso\":\"alpine.iso\"}", &m, err, sizeof(err)), 0);
+	assert_string_equal(m.drive, "cd0");
+	assert_string_equal(m.iso, "alpine.iso");
+	assert_false(m.force);
+	assert_int_equal(web_media_parse("{\"drive\":\"cd1\",\"iso\":null,\"force\":true}", &m, err,
+	                                 sizeof(err)),
+	                 0);
+	assert_string_equal(m.iso, "");
+	assert_true(m.force);
+	expect_media_error("[]", "body: ");
+	expect_media_error("{\"drive\":\"cd0\"}", "iso: want");
+	expect_media_error("{\"drive\":\"cd0\",\"iso\":3}", "iso: want");
+	expect_media_error("{\"drive\":\"cd0\",\"iso\":\"../x.iso\"}", "is not an ISO name");
+	expect_media_error("{\"drive\":\"cd0\",\"iso\":\"x.img\"}", "is not an ISO name");
+	expect_media_error("{\"drive\":\"cd/0\",\"iso\":null}", "drive: ");
+	expect_media_error("{\"drive\":\"cd0123456789abcdef\",\"iso\":null}", "drive: ");
+	expect_media_error("{\"iso\":null}", "drive: ");
+	expect_media_error("{\"drive\":\"cd0\",\"iso\":null,\"force\":1}", "force: ");
+	expect_media_error("{\"drive\":\"cd0\",\"iso\":null,\"x\":1}", "x: unknown field");
+
+	/* A guest that does not run: no API socket, 409. */
+	rq.body_len = strlen(rq.body);
+	web_guests_get_or_action(&rq, &rs);
+	assert_int_equal(rs.status, 409);
+	assert_contains(rs.body, "not running");
+	free(rs.body);
+
+	info = cJSON_Parse("{\"drives\":{\"cd0\":{\"device\":\"ahci-cd\",\"slot\":\"4:0\","
+	                   "\"port\":0,\"medium\":true,\"locked\":true,\"bytes\":2048},"
+	                   "\"cd1\":{\"device\":\"ahci-cd\",\"medium\":false},\"bad\":3}}");
+	a = web_guest_drives_json(info);
+	assert_int_equal(cJSON_GetArraySize(a), 2);
+	d = cJSON_GetArrayItem(a, 0);
+	assert_string_equal(cJSON_GetObjectItem(d, "name")->valuestring, "cd0");
+	assert_string_equal(cJSON_GetObjectItem(d, "device")->valuestring, "ahci-cd");
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(d, "medium")));
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(d, "locked")));
+	assert_int_equal(cJSON_GetObjectItem(d, "bytes")->valueint, 2048);
+	d = cJSON_GetArrayItem(a, 1);
+	assert_false(cJSON_IsTrue(cJSON_GetObjectItem(d, "medium")));
+	assert_int_equal(cJSON_GetObjectItem(d, "bytes")->valueint, 0);
+	cJSON_Delete(a);
+	cJSON_Delete(info);
+	a = web_guest_drives_json(NULL);
+	assert_int_equal(cJSON_GetArraySize(a), 0);
+	cJSON_Delete(a);
+}
+
 static void test_running_guest(void **state)
 {
 	char path[PATH_MAX + 64], me[256], *metrics, cmd[3 * PATH_MAX];
@@ -741,6 +817,7 @@ int main(void)
 	    cmocka_unit_test(test_log),
 	    cmocka_unit_test(test_running_guest),
 	    cmocka_unit_test(test_change_routes),
+	    cmocka_unit_test(test_media),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
