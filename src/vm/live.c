@@ -10,8 +10,7 @@
 
 #define LIVE_TIMEOUT_MS 1000 /* per guest: vm list stays quick with a hung khyve */
 
-/* GET /api/v1/`endpoint` of `g` as parsed JSON (caller frees), or NULL. */
-static cJSON *live_get(const struct vm_guest *g, const char *endpoint)
+cJSON *vm_live_get(const struct vm_guest *g, const char *endpoint, long timeout_ms)
 {
 	char sock[PATH_MAX], err[PATH_MAX + 128];
 	struct apic_reply r;
@@ -19,13 +18,17 @@ static cJSON *live_get(const struct vm_guest *g, const char *endpoint)
 
 	if (snprintf(sock, sizeof(sock), "%s/%s", g->dir, VM_API_SOCKET) >= API_SOCKET_MAX)
 		return NULL;
-	if (apic_call(sock, "GET", endpoint, NULL, LIVE_TIMEOUT_MS, &r, err, sizeof(err)) !=
-	    API_CALL_OK)
+	if (apic_call(sock, "GET", endpoint, NULL, timeout_ms, &r, err, sizeof(err)) != API_CALL_OK)
 		return NULL;
 	if (r.status == 200 && r.body)
 		j = cJSON_Parse(r.body);
 	apic_reply_free(&r);
 	return j;
+}
+
+static cJSON *live_get(const struct vm_guest *g, const char *endpoint)
+{
+	return vm_live_get(g, endpoint, LIVE_TIMEOUT_MS);
 }
 
 int vm_live_state(const struct vm_guest *g, char *out, size_t len)

@@ -15,6 +15,16 @@
 /* The API socket's name in the guest's folder. */
 #define VM_API_SOCKET "khyve.sock"
 
+struct cJSON;
+
+/*
+ * GET /api/v1/`endpoint` ("vm.info") of the guest `g` through its socket,
+ * the whole exchange within `timeout_ms`: the reply's JSON (the caller
+ * frees it with cJSON_Delete), or NULL when the socket does not answer in
+ * time or the answer is not a 200 with JSON.
+ */
+struct cJSON *vm_live_get(const struct vm_guest *g, const char *endpoint, long timeout_ms);
+
 /*
  * vm.info's "state" of the running guest `g` ("Running", "Paused",
  * "Starting") into `out` (`len` bytes).  0, or -1 when the socket does not

@@ -36,19 +36,7 @@
 
 cJSON *web_api_get(const struct vm_guest *g, const char *endpoint)
 {
-	char sock[PATH_MAX], err[PATH_MAX + 128];
-	struct apic_reply r;
-	cJSON *j = NULL;
-
-	if (snprintf(sock, sizeof(sock), "%s/%s", g->dir, VM_API_SOCKET) >= API_SOCKET_MAX)
-		return NULL;
-	if (apic_call(sock, "GET", endpoint, NULL, WEB_API_TIMEOUT_MS, &r, err, sizeof(err)) !=
-	    API_CALL_OK)
-		return NULL;
-	if (r.status == 200 && r.body)
-		j = cJSON_Parse(r.body);
-	apic_reply_free(&r);
-	return j;
+	return vm_live_get(g, endpoint, WEB_API_TIMEOUT_MS);
 }
 
 void web_guest_ask(const struct vm_guest *g, struct vm_status *st, cJSON **counters)
