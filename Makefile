@@ -418,7 +418,7 @@ graphics-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 graphics-lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 	@tests/lab/graphics
 
-lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
+lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(VNCSHOT_BIN)
 	@tests/lab/graphics
 	@tests/lab/demo
 	@tests/lab/linux-boot
