@@ -1,0 +1,738 @@
+/*
+ * khyve's state file container: writer, reader and whole-file check.  The
+ * format is described in snapfile.h.
+ */
+#include "lib/snapfile.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sha2.h>
+
+#define MAGIC        "KHYVESTA"
+#define MAGIC_LEN    8
+#define HASH_LEN     SHA256_DIGEST_LENGTH
+#define WBUF_LEN     (64u << 10) /* bytes the writer gathers into one chunk */
+#define TRAILER_NAME "end"
+#define TRAILER_LEN  (8 + HASH_LEN)
+#define ERR_LEN      256
+
+static void put_le(uint8_t *p, uint64_t v, unsigned bytes)
+{
+	for (unsigned i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, unsigned bytes)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < bytes; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* A name a section may have: 1-31 bytes. */
+static bool name_ok(const char *name)
+{
+	return name != NULL && name[0] != '\0' && strlen(name) < SNAPFILE_NAME_LEN;
+}
+
+/* The hash every trailer covers: a section's name field, length, hash. */
+static void chain_section(SHA2_CTX *all, const uint8_t name[SNAPFILE_NAME_LEN], uint64_t len,
+                          const uint8_t hash[HASH_LEN])
+{
+	uint8_t l[8];
+
+	put_le(l, len, 8);
+	SHA256Update(all, name, SNAPFILE_NAME_LEN);
+	SHA256Update(all, l, sizeof(l));
+	SHA256Update(all, hash, HASH_LEN);
+}
+
+/* ---- writer ---- */
+
+struct snapfile_writer {
+	int fd;
+	bool failed, in_section;
+	uint8_t name[SNAPFILE_NAME_LEN];
+	uint64_t sec_len, nsections;
+	SHA2_CTX sec_hash, all;
+	size_t buf_used;
+	char err[ERR_LEN];
+	uint8_t buf[WBUF_LEN];
+};
+
+static int wfail(struct snapfile_writer *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int wfail(struct snapfile_writer *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!w->failed) {
+		va_start(ap, fmt);
+		vsnprintf(w->err, sizeof(w->err), fmt, ap);
+		va_end(ap);
+	}
+	w->failed = true;
+	return -1;
+}
+
+/* All `len` bytes to the fd, through short writes and EINTR. */
+static int write_full(struct snapfile_writer *w, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(w->fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return wfail(w, "state file: write: %s",
+			             n < 0 ? strerror(errno) : "wrote nothing");
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int write_chunk(struct snapfile_writer *w, const void *data, size_t len)
+{
+	uint8_t hdr[4];
+
+	put_le(hdr, len, 4);
+	if (write_full(w, hdr, sizeof(hdr)) < 0)
+		return -1;
+	return len == 0 ? 0 : write_full(w, data, len);
+}
+
+static int flush_buf(struct snapfile_writer *w)
+{
+	if (w->buf_used == 0)
+		return 0;
+	if (write_chunk(w, w->buf, w->buf_used) < 0)
+		return -1;
+	w->buf_used = 0;
+	return 0;
+}
+
+struct snapfile_writer *snapfile_create(int fd, const char *version, const char *config, char *err,
+                                        size_t errlen)
+{
+	struct snapfile_writer *w;
+	uint8_t hdr[SNAPFILE_HEADER_LEN] = {0}, hh[HASH_LEN];
+	size_t clen = config != NULL ? strlen(config) : 0;
+	SHA2_CTX c;
+
+	if (version == NULL || strlen(version) >= SNAPFILE_CREATOR_LEN) {
+		set_err(err, errlen, "state file: version string longer than %u bytes",
+		        SNAPFILE_CREATOR_LEN - 1);
+		return NULL;
+	}
+	if (clen > SNAPFILE_MAX_CONFIG) {
+		set_err(err, errlen, "state file: configuration of %zu bytes, more than %u", clen,
+		        SNAPFILE_MAX_CONFIG);
+		return NULL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (w == NULL) {
+		set_err(err, errlen, "state file: out of memory");
+		return NULL;
+	}
+	w->fd = fd;
+	memcpy(hdr, MAGIC, MAGIC_LEN);
+	put_le(hdr + 8, SNAPFILE_VERSION, 4);
+	memcpy(hdr + 16, version, strlen(version));
+	put_le(hdr + 48, clen, 4);
+	SHA256Init(&c);
+	SHA256Update(&c, (const uint8_t *)config, clen);
+	SHA256Final(hdr + 56, &c);
+	SHA256Init(&c);
+	SHA256Update(&c, hdr, sizeof(hdr));
+	SHA256Update(&c, (const uint8_t *)config, clen);
+	SHA256Final(hh, &c);
+	SHA256Init(&w->all);
+	SHA256Update(&w->all, hh, sizeof(hh));
+	if (write_full(w, hdr, sizeof(hdr)) < 0 || write_full(w, config, clen) < 0) {
+		set_err(err, errlen, "%s", w->err);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+static int section_open(struct snapfile_writer *w, const char *name)
+{
+	if (w->failed)
+		return -1;
+	if (w->in_section)
+		return wfail(w, "state file: section '%s' begun inside another", name);
+	if (w->nsections >= SNAPFILE_MAX_SECTIONS)
+		return wfail(w, "state file: more than %u sections", SNAPFILE_MAX_SECTIONS);
+	memset(w->name, 0, sizeof(w->name));
+	memcpy(w->name, name, strlen(name));
+	if (write_full(w, w->name, sizeof(w->name)) < 0)
+		return -1;
+	SHA256Init(&w->sec_hash);
+	w->sec_len = 0;
+	w->in_section = true;
+	return 0;
+}
+
+int snapfile_section_begin(struct snapfile_writer *w, const char *name)
+{
+	if (!name_ok(name) || strcmp(name, TRAILER_NAME) == 0)
+		return wfail(w, "state file: bad section name (1-%u bytes, not '%s')",
+		             SNAPFILE_NAME_LEN - 1, TRAILER_NAME);
+	return section_open(w, name);
+}
+
+int snapfile_write(struct snapfile_writer *w, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	if (w->failed)
+		return -1;
+	if (!w->in_section)
+		return wfail(w, "state file: write outside a section");
+	if (len > SNAPFILE_MAX_SECTION - w->sec_len)
+		return wfail(w, "state file: section '%s' over %llu bytes", (const char *)w->name,
+		             (unsigned long long)SNAPFILE_MAX_SECTION);
+	SHA256Update(&w->sec_hash, p, len);
+	w->sec_len += len;
+	while (len > 0) {
+		size_t take;
+
+		/* Large writes (RAM) go out as they are, without a copy. */
+		if (w->buf_used == 0 && len >= WBUF_LEN) {
+			take = len < SNAPFILE_MAX_CHUNK ? len : SNAPFILE_MAX_CHUNK;
+			if (write_chunk(w, p, take) < 0)
+				return -1;
+		} else {
+			take = WBUF_LEN - w->buf_used;
+			if (take > len)
+				take = len;
+			memcpy(w->buf + w->buf_used, p, take);
+			w->buf_used += take;
+			if (w->buf_used == WBUF_LEN && flush_buf(w) < 0)
+				return -1;
+		}
+		p += take;
+		len -= take;
+	}
+	return 0;
+}
+
+int snapfile_section_end(struct snapfile_writer *w)
+{
+	uint8_t tail[8 + HASH_LEN];
+
+	if (w->failed)
+		return -1;
+	if (!w->in_section)
+		return wfail(w, "state file: section end without a section");
+	if (flush_buf(w) < 0 || write_chunk(w, NULL, 0) < 0)
+		return -1;
+	put_le(tail, w->sec_len, 8);
+	SHA256Final(tail + 8, &w->sec_hash);
+	if (write_full(w, tail, sizeof(tail)) < 0)
+		return -1;
+	chain_section(&w->all, w->name, w->sec_len, tail + 8);
+	w->nsections++;
+	w->in_section = false;
+	return 0;
+}
+
+static bool page_is_zero(const uint8_t *p, size_t page_size)
+{
+	const uint64_t *q = (const uint64_t *)(const void *)p;
+
+	for (size_t i = 0; i < page_size / 8; i++)
+		if (q[i] != 0)
+			return false;
+	return true;
+}
+
+static int write_extent(struct snapfile_writer *w, const uint8_t *base, size_t first, size_t count,
+                        size_t page_size)
+{
+	uint8_t rec[16];
+
+	put_le(rec, (uint64_t)first * page_size, 8);
+	put_le(rec + 8, count, 8);
+	if (snapfile_write(w, rec, sizeof(rec)) < 0)
+		return -1;
+	return snapfile_write(w, base + first * page_size, count * page_size);
+}
+
+int snapfile_write_ram(struct snapfile_writer *w, const char *name, const void *base, size_t len,
+                       size_t page_size)
+{
+	const uint8_t *ram = base;
+	size_t pages, run = 0, i;
+	uint8_t hdr[16] = {0};
+
+	if (page_size < SNAPFILE_RAM_MIN_PAGE || page_size > SNAPFILE_RAM_MAX_PAGE ||
+	    (page_size & (page_size - 1)) != 0 || len % page_size != 0 ||
+	    ((uintptr_t)base & 7) != 0)
+		return wfail(w, "state file: RAM section '%s': bad page size %zu for %zu bytes",
+		             name ? name : "", page_size, len);
+	if (snapfile_section_begin(w, name) < 0)
+		return -1;
+	put_le(hdr, len, 8);
+	put_le(hdr + 8, page_size, 4);
+	if (snapfile_write(w, hdr, sizeof(hdr)) < 0)
+		return -1;
+	pages = len / page_size;
+	for (i = 0; i < pages; i++) {
+		if (!page_is_zero(ram + i * page_size, page_size)) {
+			run++;
+			continue;
+		}
+		if (run > 0 && write_extent(w, ram, i - run, run, page_size) < 0)
+			return -1;
+		run = 0;
+	}
+	if (run > 0 && write_extent(w, ram, i - run, run, page_size) < 0)
+		return -1;
+	memset(hdr, 0, sizeof(hdr));
+	if (snapfile_write(w, hdr, sizeof(hdr)) < 0)
+		return -1;
+	return snapfile_section_end(w);
+}
+
+int snapfile_finish(struct snapfile_writer *w, char *err, size_t errlen)
+{
+	uint8_t trailer[TRAILER_LEN];
+	struct stat st;
+	int rc = -1;
+
+	if (w->in_section)
+		wfail(w, "state file: finished inside section '%s'", (const char *)w->name);
+	if (!w->failed) {
+		put_le(trailer, w->nsections, 8);
+		SHA256Final(trailer + 8, &w->all);
+		/* The trailer must not chain itself: section_open() does not touch
+		 * `all`, and it is final by now. */
+		if (section_open(w, TRAILER_NAME) == 0 &&
+		    snapfile_write(w, trailer, sizeof(trailer)) == 0 && flush_buf(w) == 0) {
+			uint8_t tail[8 + HASH_LEN];
+
+			put_le(tail, w->sec_len, 8);
+			SHA256Final(tail + 8, &w->sec_hash);
+			if (write_chunk(w, NULL, 0) == 0 && write_full(w, tail, sizeof(tail)) == 0)
+				rc = 0;
+		}
+	}
+	if (rc == 0 && fstat(w->fd, &st) == 0 && S_ISREG(st.st_mode) && fsync(w->fd) < 0)
+		rc = wfail(w, "state file: fsync: %s", strerror(errno));
+	if (rc < 0)
+		set_err(err, errlen, "%s", w->err);
+	free(w);
+	return rc;
+}
+
+void snapfile_abort(struct snapfile_writer *w)
+{
+	free(w);
+}
+
+const char *snapfile_writer_error(const struct snapfile_writer *w)
+{
+	return w->err;
+}
+
+/* ---- reader ---- */
+
+struct snapfile_reader {
+	int fd;
+	bool failed, in_section, sec_over, done;
+	uint8_t name[SNAPFILE_NAME_LEN];
+	uint64_t sec_len, nsections;
+	uint32_t chunk_left;
+	SHA2_CTX sec_hash, all;
+	char creator[SNAPFILE_CREATOR_LEN];
+	char *config;
+	size_t config_len;
+	char err[ERR_LEN];
+};
+
+static int rfail(struct snapfile_reader *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int rfail(struct snapfile_reader *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!r->failed) {
+		va_start(ap, fmt);
+		vsnprintf(r->err, sizeof(r->err), fmt, ap);
+		va_end(ap);
+	}
+	r->failed = true;
+	return -1;
+}
+
+/* Exactly `len` bytes, or -1 (end of file counts as truncation). */
+static int read_full(struct snapfile_reader *r, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = read(r->fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return rfail(r, "state file: read: %s", strerror(errno));
+		if (n == 0)
+			return rfail(r, "state file: truncated");
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_header(struct snapfile_reader *r)
+{
+	uint8_t hdr[SNAPFILE_HEADER_LEN], hash[HASH_LEN];
+	uint32_t version, flags, clen;
+	SHA2_CTX c;
+
+	if (read_full(r, hdr, sizeof(hdr)) < 0)
+		return -1;
+	if (memcmp(hdr, MAGIC, MAGIC_LEN) != 0)
+		return rfail(r, "state file: not a khyve state file (bad magic)");
+	version = (uint32_t)get_le(hdr + 8, 4);
+	flags = (uint32_t)get_le(hdr + 12, 4);
+	clen = (uint32_t)get_le(hdr + 48, 4);
+	if (version != SNAPFILE_VERSION)
+		return rfail(r, "state file: format version %u, this khyve reads %u", version,
+		             SNAPFILE_VERSION);
+	if (flags != 0 || get_le(hdr + 52, 4) != 0)
+		return rfail(r, "state file: unknown flags %#x", flags);
+	if (memchr(hdr + 16, '\0', SNAPFILE_CREATOR_LEN) == NULL)
+		return rfail(r, "state file: creator version not terminated");
+	memcpy(r->creator, hdr + 16, SNAPFILE_CREATOR_LEN);
+	if (clen > SNAPFILE_MAX_CONFIG)
+		return rfail(r, "state file: configuration of %u bytes, more than %u", clen,
+		             SNAPFILE_MAX_CONFIG);
+	r->config = malloc((size_t)clen + 1);
+	if (r->config == NULL)
+		return rfail(r, "state file: out of memory");
+	if (read_full(r, r->config, clen) < 0)
+		return -1;
+	r->config[clen] = '\0';
+	r->config_len = clen;
+	SHA256Init(&c);
+	SHA256Update(&c, (const uint8_t *)r->config, clen);
+	SHA256Final(hash, &c);
+	if (memcmp(hash, hdr + 56, HASH_LEN) != 0)
+		return rfail(r, "state file: configuration does not match its hash");
+	if (memchr(r->config, '\0', clen) != NULL)
+		return rfail(r, "state file: configuration holds a NUL byte");
+	SHA256Init(&c);
+	SHA256Update(&c, hdr, sizeof(hdr));
+	SHA256Update(&c, (const uint8_t *)r->config, clen);
+	SHA256Final(hash, &c);
+	SHA256Init(&r->all);
+	SHA256Update(&r->all, hash, sizeof(hash));
+	return 0;
+}
+
+struct snapfile_reader *snapfile_open(int fd, char *err, size_t errlen)
+{
+	struct snapfile_reader *r = calloc(1, sizeof(*r));
+
+	if (r == NULL) {
+		set_err(err, errlen, "state file: out of memory");
+		return NULL;
+	}
+	r->fd = fd;
+	if (read_header(r) < 0) {
+		set_err(err, errlen, "%s", r->err);
+		snapfile_close(r);
+		return NULL;
+	}
+	return r;
+}
+
+const char *snapfile_creator(const struct snapfile_reader *r)
+{
+	return r->creator;
+}
+
+const char *snapfile_config(const struct snapfile_reader *r, size_t *len)
+{
+	if (len != NULL)
+		*len = r->config_len;
+	return r->config;
+}
+
+/* The end chunk was read: the section's length and hash must match. */
+static int end_payload(struct snapfile_reader *r)
+{
+	uint8_t tail[8 + HASH_LEN], hash[HASH_LEN];
+
+	if (read_full(r, tail, sizeof(tail)) < 0)
+		return -1;
+	SHA256Final(hash, &r->sec_hash);
+	if (get_le(tail, 8) != r->sec_len)
+		return rfail(r, "state file: section '%s' length does not match",
+		             (const char *)r->name);
+	if (memcmp(hash, tail + 8, HASH_LEN) != 0)
+		return rfail(r, "state file: section '%s' is corrupt (hash mismatch)",
+		             (const char *)r->name);
+	if (strcmp((const char *)r->name, TRAILER_NAME) != 0)
+		chain_section(&r->all, r->name, r->sec_len, hash);
+	r->sec_over = true;
+	return 0;
+}
+
+/* Make the next chunk current; 0 also at the end of the payload (then
+ * `sec_over`). */
+static int next_chunk(struct snapfile_reader *r)
+{
+	uint8_t hdr[4];
+	uint32_t n;
+
+	if (read_full(r, hdr, sizeof(hdr)) < 0)
+		return -1;
+	n = (uint32_t)get_le(hdr, 4);
+	if (n == 0)
+		return end_payload(r);
+	if (n > SNAPFILE_MAX_CHUNK)
+		return rfail(r, "state file: chunk of %u bytes in section '%s'", n,
+		             (const char *)r->name);
+	if (n > SNAPFILE_MAX_SECTION - r->sec_len)
+		return rfail(r, "state file: section '%s' over %llu bytes", (const char *)r->name,
+		             (unsigned long long)SNAPFILE_MAX_SECTION);
+	r->chunk_left = n;
+	return 0;
+}
+
+ssize_t snapfile_read(struct snapfile_reader *r, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	size_t got = 0;
+
+	if (r->failed)
+		return -1;
+	if (!r->in_section)
+		return rfail(r, "state file: read outside a section");
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	while (got < len && !r->sec_over) {
+		size_t take;
+
+		if (r->chunk_left == 0) {
+			if (next_chunk(r) < 0)
+				return -1;
+			continue;
+		}
+		take = len - got < r->chunk_left ? len - got : r->chunk_left;
+		if (read_full(r, p + got, take) < 0)
+			return -1;
+		SHA256Update(&r->sec_hash, p + got, take);
+		r->chunk_left -= (uint32_t)take;
+		r->sec_len += take;
+		got += take;
+	}
+	return (ssize_t)got;
+}
+
+/* Read and check the rest of the current section, dropping the bytes. */
+static int skip_section(struct snapfile_reader *r)
+{
+	uint8_t scratch[16384];
+	ssize_t n;
+
+	do
+		n = snapfile_read(r, scratch, sizeof(scratch));
+	while (n > 0);
+	return n < 0 ? -1 : 0;
+}
+
+static int check_trailer(struct snapfile_reader *r)
+{
+	uint8_t t[TRAILER_LEN + 1], hash[HASH_LEN];
+	ssize_t n = snapfile_read(r, t, sizeof(t));
+
+	if (n < 0)
+		return -1;
+	if (n != TRAILER_LEN || !r->sec_over)
+		return rfail(r, "state file: trailer of %zd bytes", n);
+	SHA256Final(hash, &r->all);
+	if (get_le(t, 8) != r->nsections)
+		return rfail(r, "state file: trailer counts %llu sections, file has %llu",
+		             (unsigned long long)get_le(t, 8), (unsigned long long)r->nsections);
+	if (memcmp(hash, t + 8, HASH_LEN) != 0)
+		return rfail(r, "state file: trailer hash does not match the sections");
+	r->done = true;
+	r->in_section = false;
+	return 0;
+}
+
+int snapfile_next(struct snapfile_reader *r, char name[SNAPFILE_NAME_LEN])
+{
+	uint8_t field[SNAPFILE_NAME_LEN];
+	size_t nlen;
+
+	if (r->failed)
+		return -1;
+	if (r->done)
+		return 0;
+	if (r->in_section && skip_section(r) < 0)
+		return -1;
+	if (read_full(r, field, sizeof(field)) < 0)
+		return -1;
+	nlen = strnlen((const char *)field, sizeof(field));
+	if (nlen == 0 || nlen == sizeof(field))
+		return rfail(r, "state file: bad section name");
+	for (size_t i = nlen; i < sizeof(field); i++)
+		if (field[i] != 0)
+			return rfail(r, "state file: section name not NUL-padded");
+	memcpy(r->name, field, sizeof(field));
+	r->in_section = true;
+	r->sec_over = false;
+	r->sec_len = 0;
+	r->chunk_left = 0;
+	SHA256Init(&r->sec_hash);
+	if (strcmp((const char *)field, TRAILER_NAME) == 0)
+		return check_trailer(r) < 0 ? -1 : 0;
+	if (r->nsections >= SNAPFILE_MAX_SECTIONS)
+		return rfail(r, "state file: more than %u sections", SNAPFILE_MAX_SECTIONS);
+	r->nsections++;
+	memcpy(name, field, sizeof(field));
+	return 1;
+}
+
+/* Exactly `len` payload bytes of the current section. */
+static int read_exact(struct snapfile_reader *r, void *buf, size_t len)
+{
+	ssize_t n = snapfile_read(r, buf, len);
+
+	if (n < 0)
+		return -1;
+	if ((size_t)n != len)
+		return rfail(r, "state file: section '%s' ends early", (const char *)r->name);
+	return 0;
+}
+
+static int ram_extent(struct snapfile_reader *r, uint8_t *base, size_t len, size_t page,
+                      const uint8_t rec[16], size_t *next)
+{
+	uint64_t off = get_le(rec, 8), count = get_le(rec + 8, 8);
+
+	if (off % page != 0 || off < *next || off > len || count > (len - off) / page)
+		return rfail(r,
+		             "state file: RAM section '%s': extent at %#llx (%llu pages) outside "
+		             "the region or out of order",
+		             (const char *)r->name, (unsigned long long)off,
+		             (unsigned long long)count);
+	if (read_exact(r, base + off, (size_t)(count * page)) < 0)
+		return -1;
+	*next = (size_t)(off + count * page);
+	return 0;
+}
+
+int snapfile_read_ram(struct snapfile_reader *r, void *base, size_t len, bool zero_skipped)
+{
+	uint8_t hdr[16], rec[16], extra;
+	uint8_t *ram = base;
+	uint64_t flen;
+	size_t page, next = 0;
+
+	if (read_exact(r, hdr, sizeof(hdr)) < 0)
+		return -1;
+	flen = get_le(hdr, 8);
+	page = (size_t)get_le(hdr + 8, 4);
+	if (flen != len)
+		return rfail(r, "state file: RAM section '%s' holds %llu bytes, not %zu",
+		             (const char *)r->name, (unsigned long long)flen, len);
+	if (page < SNAPFILE_RAM_MIN_PAGE || page > SNAPFILE_RAM_MAX_PAGE ||
+	    (page & (page - 1)) != 0 || len % page != 0 || get_le(hdr + 12, 4) != 0)
+		return rfail(r, "state file: RAM section '%s': bad page size %zu",
+		             (const char *)r->name, page);
+	/* Each extent holds at least one page, so this ends after at most
+	 * len / page extents. */
+	for (;;) {
+		size_t from = next;
+
+		if (read_exact(r, rec, sizeof(rec)) < 0)
+			return -1;
+		if (get_le(rec + 8, 8) == 0)
+			break;
+		if (ram_extent(r, ram, len, page, rec, &next) < 0)
+			return -1;
+		if (zero_skipped) {
+			size_t off = (size_t)get_le(rec, 8);
+
+			memset(ram + from, 0, off - from);
+		}
+	}
+	if (zero_skipped)
+		memset(ram + next, 0, len - next);
+	if (snapfile_read(r, &extra, 1) != 0 || !r->sec_over)
+		return rfail(r, "state file: RAM section '%s' has bytes after its extents",
+		             (const char *)r->name);
+	return 0;
+}
+
+const char *snapfile_reader_error(const struct snapfile_reader *r)
+{
+	return r->err;
+}
+
+void snapfile_close(struct snapfile_reader *r)
+{
+	if (r == NULL)
+		return;
+	free(r->config);
+	free(r);
+}
+
+int snapfile_verify_all(int fd, char *err, size_t errlen)
+{
+	struct snapfile_reader *r = snapfile_open(fd, err, errlen);
+	char name[SNAPFILE_NAME_LEN];
+	uint8_t extra;
+	int rc;
+
+	if (r == NULL)
+		return -1;
+	while ((rc = snapfile_next(r, name)) == 1)
+		;
+	if (rc == 0) {
+		ssize_t n = read(fd, &extra, 1);
+
+		if (n != 0)
+			rc = rfail(r, "state file: %s after the trailer",
+			           n > 0 ? "bytes" : "read error");
+		else if (lseek(fd, 0, SEEK_SET) < 0)
+			rc = rfail(r, "state file: seek: %s", strerror(errno));
+	}
+	if (rc < 0)
+		set_err(err, errlen, "%s", r->err);
+	snapfile_close(r);
+	return rc < 0 ? -1 : 0;
+}

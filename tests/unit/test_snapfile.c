@@ -1,0 +1,351 @@
+/* Unit tests for the state file container (src/lib/snapfile.h). */
+#include "unit.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "lib/snapfile.h"
+
+#define PAGE     4096u
+#define RAM_LEN  (64u << 20)
+#define STREAMED (300u << 10) /* more than one writer chunk */
+#define CONFIG   "-c 2 -m 64M -s 0,hostbridge -s 3,virtio-blk,disk.img"
+
+static int memfd(void)
+{
+	int fd = memfd_create("snapfile", 0);
+
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* Byte i of the streamed section. */
+static uint8_t pattern(size_t i)
+{
+	return (uint8_t)(i * 7 + (i >> 9));
+}
+
+/* A 64 MiB RAM with three touched pages (two adjacent, one at the end). */
+static uint8_t *make_ram(void)
+{
+	uint8_t *ram =
+	    mmap(NULL, RAM_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	assert_true(ram != MAP_FAILED);
+	ram[5 * PAGE + 1] = 0x11;
+	ram[6 * PAGE + PAGE - 1] = 0x22;
+	ram[RAM_LEN - 1] = 0x33;
+	return ram;
+}
+
+/* The test file: "cpu" (small), "stream" (written in odd pieces), "ram". */
+static void write_file(int fd, const uint8_t *ram)
+{
+	char err[256];
+	struct snapfile_writer *w = snapfile_create(fd, "khyve 0.14", CONFIG, err, sizeof(err));
+	uint8_t buf[1000];
+
+	assert_non_null(w);
+	assert_int_equal(snapfile_section_begin(w, "cpu0"), 0);
+	assert_int_equal(snapfile_write(w, "regs", 4), 0);
+	assert_int_equal(snapfile_section_end(w), 0);
+	assert_int_equal(snapfile_section_begin(w, "stream"), 0);
+	for (size_t off = 0; off < STREAMED;) {
+		size_t n = (off / 997) % 3 == 0 ? 997 : sizeof(buf);
+
+		if (n > STREAMED - off)
+			n = STREAMED - off;
+		for (size_t i = 0; i < n; i++)
+			buf[i] = pattern(off + i);
+		assert_int_equal(snapfile_write(w, buf, n), 0);
+		off += n;
+	}
+	assert_int_equal(snapfile_section_end(w), 0);
+	assert_int_equal(snapfile_section_begin(w, "empty"), 0);
+	assert_int_equal(snapfile_section_end(w), 0);
+	if (ram != NULL)
+		assert_int_equal(snapfile_write_ram(w, "ram", ram, RAM_LEN, PAGE), 0);
+	assert_int_equal(snapfile_finish(w, err, sizeof(err)), 0);
+}
+
+/* Read back what write_file() wrote, through `fd`. */
+static void read_file(int fd, bool with_ram)
+{
+	char err[256], name[SNAPFILE_NAME_LEN];
+	struct snapfile_reader *r = snapfile_open(fd, err, sizeof(err));
+	uint8_t buf[4096], *ram;
+	size_t len, total = 0;
+	ssize_t n;
+
+	if (r == NULL)
+		fail_msg("%s", err);
+	assert_string_equal(snapfile_creator(r), "khyve 0.14");
+	assert_string_equal(snapfile_config(r, &len), CONFIG);
+	assert_int_equal(len, strlen(CONFIG));
+	assert_int_equal(snapfile_next(r, name), 1);
+	assert_string_equal(name, "cpu0");
+	assert_int_equal(snapfile_read(r, buf, sizeof(buf)), 4);
+	assert_memory_equal(buf, "regs", 4);
+	assert_int_equal(snapfile_read(r, buf, sizeof(buf)), 0);
+	assert_int_equal(snapfile_next(r, name), 1);
+	assert_string_equal(name, "stream");
+	while ((n = snapfile_read(r, buf, 333)) > 0) {
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] != pattern(total + (size_t)i))
+				fail_msg("stream byte %zu differs", total + (size_t)i);
+		total += (size_t)n;
+	}
+	assert_int_equal(n, 0);
+	assert_int_equal(total, STREAMED);
+	assert_int_equal(snapfile_next(r, name), 1);
+	assert_string_equal(name, "empty");
+	if (with_ram) {
+		assert_int_equal(snapfile_next(r, name), 1);
+		assert_string_equal(name, "ram");
+		ram = malloc(RAM_LEN);
+		assert_non_null(ram);
+		memset(ram, 0xee, RAM_LEN);
+		if (snapfile_read_ram(r, ram, RAM_LEN, true) != 0)
+			fail_msg("%s", snapfile_reader_error(r));
+		for (size_t i = 0; i < RAM_LEN; i++) {
+			uint8_t want = i == 5 * PAGE + 1   ? 0x11
+			               : i == 7 * PAGE - 1 ? 0x22
+			               : i == RAM_LEN - 1  ? 0x33
+			                                   : 0;
+			if (ram[i] != want)
+				fail_msg("RAM byte %zu is %#x, not %#x", i, ram[i], want);
+		}
+		free(ram);
+	}
+	if (snapfile_next(r, name) != 0)
+		fail_msg("%s", snapfile_reader_error(r));
+	assert_int_equal(snapfile_next(r, name), 0);
+	snapfile_close(r);
+}
+
+static void test_snapfile_round_trip(void **state)
+{
+	uint8_t *ram = make_ram();
+	char err[256];
+	struct stat st;
+	int fd = memfd();
+
+	(void)state;
+	write_file(fd, ram);
+	munmap(ram, RAM_LEN);
+	/* 3 pages of RAM data, the stream, and little else. */
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(st.st_size > (off_t)(STREAMED + 3 * PAGE));
+	assert_true(st.st_size < (off_t)(STREAMED + 3 * PAGE + 2048));
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	if (snapfile_verify_all(fd, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(lseek(fd, 0, SEEK_CUR), 0);
+	read_file(fd, true);
+	close(fd);
+}
+
+/* The writer and reader on the two ends of a pipe, in two processes. */
+static void test_snapfile_pipe(void **state)
+{
+	int p[2];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		write_file(p[1], NULL);
+		_exit(0);
+	}
+	close(p[1]);
+	read_file(p[0], false);
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* A small valid file in `buf`; its length. */
+static size_t small_file(uint8_t *buf, size_t cap)
+{
+	int fd = memfd();
+	char err[256];
+	struct snapfile_writer *w = snapfile_create(fd, "v1", "cfg", err, sizeof(err));
+	uint8_t ram[2 * 512] = {0};
+	ssize_t n;
+
+	ram[600] = 9;
+	assert_non_null(w);
+	assert_int_equal(snapfile_section_begin(w, "a"), 0);
+	assert_int_equal(snapfile_write(w, "hello", 5), 0);
+	assert_int_equal(snapfile_section_end(w), 0);
+	assert_int_equal(snapfile_write_ram(w, "ram", ram, sizeof(ram), 512), 0);
+	assert_int_equal(snapfile_finish(w, err, sizeof(err)), 0);
+	n = pread(fd, buf, cap, 0);
+	assert_true(n > 0 && (size_t)n < cap);
+	close(fd);
+	return (size_t)n;
+}
+
+static int verify_bytes(const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+	int fd = memfd(), rc;
+
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	rc = snapfile_verify_all(fd, err, errlen);
+	close(fd);
+	return rc;
+}
+
+static void test_snapfile_truncated(void **state)
+{
+	uint8_t buf[4096];
+	size_t len = small_file(buf, sizeof(buf));
+	char err[256];
+
+	(void)state;
+	assert_int_equal(verify_bytes(buf, len, err, sizeof(err)), 0);
+	for (size_t cut = 0; cut < len; cut++)
+		if (verify_bytes(buf, cut, err, sizeof(err)) != -1)
+			fail_msg("cut at %zu of %zu accepted", cut, len);
+	/* A byte after the trailer too. */
+	buf[len] = 0;
+	assert_int_equal(verify_bytes(buf, len + 1, err, sizeof(err)), -1);
+	assert_contains(err, "after the trailer");
+}
+
+static void test_snapfile_bit_flips(void **state)
+{
+	uint8_t buf[4096];
+	size_t len = small_file(buf, sizeof(buf));
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < len; i++)
+		for (unsigned bit = 0; bit < 8; bit++) {
+			buf[i] ^= (uint8_t)(1u << bit);
+			if (verify_bytes(buf, len, err, sizeof(err)) != -1)
+				fail_msg("bit %u of byte %zu flipped, accepted", bit, i);
+			assert_null(strchr(err, '\n'));
+			buf[i] ^= (uint8_t)(1u << bit);
+		}
+}
+
+static void expect_open_refused(const uint8_t *buf, size_t len, const char *why)
+{
+	int fd = memfd();
+	char err[256];
+
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	assert_null(snapfile_open(fd, err, sizeof(err)));
+	assert_contains(err, why);
+	close(fd);
+}
+
+static void test_snapfile_bad_header(void **state)
+{
+	uint8_t buf[4096], bad[4096];
+	size_t len = small_file(buf, sizeof(buf));
+
+	(void)state;
+	memcpy(bad, buf, len);
+	bad[0] = 'X';
+	expect_open_refused(bad, len, "magic");
+	memcpy(bad, buf, len);
+	bad[8] = 2;
+	expect_open_refused(bad, len, "version 2");
+	memcpy(bad, buf, len);
+	bad[56] ^= 1;
+	expect_open_refused(bad, len, "configuration does not match");
+	memcpy(bad, buf, len);
+	bad[88] = 'C';
+	expect_open_refused(bad, len, "configuration does not match");
+	memcpy(bad, buf, len);
+	bad[12] = 1;
+	expect_open_refused(bad, len, "flags");
+	memcpy(bad, buf, len);
+	bad[48] = 0xff, bad[49] = 0xff, bad[50] = 0xff, bad[51] = 0xff;
+	expect_open_refused(bad, len, "more than");
+	memset(bad + 16, 'v', 32);
+	expect_open_refused(bad, len, "not terminated");
+}
+
+/* Sections written by hand: over-long names, chunk and RAM lengths. */
+static void test_snapfile_hostile_lengths(void **state)
+{
+	uint8_t buf[4096], bad[4096];
+	size_t len = small_file(buf, sizeof(buf)), sec = SNAPFILE_HEADER_LEN + 3;
+	char err[256];
+
+	(void)state;
+	/* Name with no NUL in its 32 bytes. */
+	memcpy(bad, buf, len);
+	memset(bad + sec, 'n', SNAPFILE_NAME_LEN);
+	assert_int_equal(verify_bytes(bad, len, err, sizeof(err)), -1);
+	assert_contains(err, "name");
+	/* A chunk of 16 MiB + 1. */
+	memcpy(bad, buf, len);
+	bad[sec + 32] = 1, bad[sec + 33] = 0, bad[sec + 34] = 0, bad[sec + 35] = 1;
+	assert_int_equal(verify_bytes(bad, len, err, sizeof(err)), -1);
+	assert_contains(err, "chunk of");
+	/* The writer refuses bad names. */
+	{
+		int fd = memfd();
+		struct snapfile_writer *w = snapfile_create(fd, "v", "", err, sizeof(err));
+
+		assert_int_equal(snapfile_section_begin(w, "0123456789abcdef0123456789abcdef"), -1);
+		assert_contains(snapfile_writer_error(w), "name");
+		snapfile_abort(w);
+		w = snapfile_create(fd, "v", "", err, sizeof(err));
+		assert_int_equal(snapfile_section_begin(w, "end"), -1);
+		assert_int_equal(snapfile_finish(w, err, sizeof(err)), -1);
+		assert_null(
+		    snapfile_create(fd, "0123456789abcdef0123456789abcdef", "", err, sizeof(err)));
+		close(fd);
+	}
+}
+
+/* A RAM section read into a buffer of another size, or with an extent
+ * outside it, is refused. */
+static void test_snapfile_ram_bounds(void **state)
+{
+	uint8_t buf[4096], ram[1024];
+	size_t len = small_file(buf, sizeof(buf));
+	char err[256], name[SNAPFILE_NAME_LEN];
+	struct snapfile_reader *r;
+	int fd = memfd();
+
+	(void)state;
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	r = snapfile_open(fd, err, sizeof(err));
+	assert_non_null(r);
+	assert_int_equal(snapfile_next(r, name), 1);
+	assert_int_equal(snapfile_next(r, name), 1);
+	assert_string_equal(name, "ram");
+	assert_int_equal(snapfile_read_ram(r, ram, 512, true), -1);
+	assert_contains(snapfile_reader_error(r), "holds 1024 bytes");
+	snapfile_close(r);
+	close(fd);
+	(void)ram;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_snapfile_round_trip),
+	    cmocka_unit_test(test_snapfile_pipe),
+	    cmocka_unit_test(test_snapfile_truncated),
+	    cmocka_unit_test(test_snapfile_bit_flips),
+	    cmocka_unit_test(test_snapfile_bad_header),
+	    cmocka_unit_test(test_snapfile_hostile_lengths),
+	    cmocka_unit_test(test_snapfile_ram_bounds),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
