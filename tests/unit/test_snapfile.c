@@ -332,7 +332,55 @@ static void test_snapfile_ram_bounds(void **state)
 	assert_contains(snapfile_reader_error(r), "holds 1024 bytes");
 	snapfile_close(r);
 	close(fd);
-	(void)ram;
+}
+
+/* A hand-made RAM section over a 1 KiB region in 512-byte pages: each
+ * extent (offset, pages) is refused when outside it or out of order. */
+static void expect_ram_refused(const uint64_t (*ext)[2], size_t n)
+{
+	uint8_t hdr[16] = {0}, page[512] = {0}, ram[1024];
+	char err[256], name[SNAPFILE_NAME_LEN];
+	int fd = memfd();
+	struct snapfile_writer *w = snapfile_create(fd, "v", "", err, sizeof(err));
+	struct snapfile_reader *r;
+
+	hdr[1] = 4; /* 1024 bytes */
+	hdr[9] = 2; /* 512-byte pages */
+	assert_int_equal(snapfile_section_begin(w, "ram"), 0);
+	assert_int_equal(snapfile_write(w, hdr, sizeof(hdr)), 0);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(snapfile_write(w, ext[i], 16), 0);
+		for (uint64_t p = 0; p < ext[i][1] && p < 4; p++)
+			assert_int_equal(snapfile_write(w, page, sizeof(page)), 0);
+	}
+	memset(hdr, 0, sizeof(hdr));
+	assert_int_equal(snapfile_write(w, hdr, sizeof(hdr)), 0);
+	assert_int_equal(snapfile_section_end(w), 0);
+	assert_int_equal(snapfile_finish(w, err, sizeof(err)), 0);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	assert_int_equal(snapfile_verify_all(fd, err, sizeof(err)), 0);
+	r = snapfile_open(fd, err, sizeof(err));
+	assert_int_equal(snapfile_next(r, name), 1);
+	assert_int_equal(snapfile_read_ram(r, ram, sizeof(ram), true), -1);
+	assert_contains(snapfile_reader_error(r), "outside");
+	snapfile_close(r);
+	close(fd);
+}
+
+static void test_snapfile_ram_extents(void **state)
+{
+	static const uint64_t past_end[][2] = {{1024, 1}};
+	static const uint64_t too_long[][2] = {{512, 2}};
+	static const uint64_t overflow[][2] = {{512, 1ull << 63}};
+	static const uint64_t unaligned[][2] = {{100, 1}};
+	static const uint64_t backwards[][2] = {{512, 1}, {0, 1}};
+
+	(void)state;
+	expect_ram_refused(past_end, 1);
+	expect_ram_refused(too_long, 1);
+	expect_ram_refused(overflow, 1);
+	expect_ram_refused(unaligned, 1);
+	expect_ram_refused(backwards, 2);
 }
 
 int main(void)
@@ -345,6 +393,7 @@ int main(void)
 	    cmocka_unit_test(test_snapfile_bad_header),
 	    cmocka_unit_test(test_snapfile_hostile_lengths),
 	    cmocka_unit_test(test_snapfile_ram_bounds),
+	    cmocka_unit_test(test_snapfile_ram_extents),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
