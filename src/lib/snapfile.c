@@ -51,10 +51,21 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* A name a section may have: 1-31 bytes. */
+/* A name a section may have: 1-31 printable ASCII bytes, no space (so an
+ * error naming it stays one line). */
 static bool name_ok(const char *name)
 {
-	return name != NULL && name[0] != '\0' && strlen(name) < SNAPFILE_NAME_LEN;
+	size_t len;
+
+	if (name == NULL)
+		return false;
+	len = strnlen(name, SNAPFILE_NAME_LEN);
+	if (len == 0 || len == SNAPFILE_NAME_LEN)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (name[i] <= ' ' || name[i] > '~')
+			return false;
+	return true;
 }
 
 /* The hash every trailer covers: a section's name field, length, hash. */
@@ -187,8 +198,6 @@ static int section_open(struct snapfile_writer *w, const char *name)
 		return -1;
 	if (w->in_section)
 		return wfail(w, "state file: section '%s' begun inside another", name);
-	if (w->nsections >= SNAPFILE_MAX_SECTIONS)
-		return wfail(w, "state file: more than %u sections", SNAPFILE_MAX_SECTIONS);
 	memset(w->name, 0, sizeof(w->name));
 	memcpy(w->name, name, strlen(name));
 	if (write_full(w, w->name, sizeof(w->name)) < 0)
@@ -202,8 +211,10 @@ static int section_open(struct snapfile_writer *w, const char *name)
 int snapfile_section_begin(struct snapfile_writer *w, const char *name)
 {
 	if (!name_ok(name) || strcmp(name, TRAILER_NAME) == 0)
-		return wfail(w, "state file: bad section name (1-%u bytes, not '%s')",
+		return wfail(w, "state file: bad section name (1-%u printable bytes, not '%s')",
 		             SNAPFILE_NAME_LEN - 1, TRAILER_NAME);
+	if (w->nsections >= SNAPFILE_MAX_SECTIONS)
+		return wfail(w, "state file: more than %u sections", SNAPFILE_MAX_SECTIONS);
 	return section_open(w, name);
 }
 
@@ -605,9 +616,9 @@ int snapfile_next(struct snapfile_reader *r, char name[SNAPFILE_NAME_LEN])
 		return -1;
 	if (read_full(r, field, sizeof(field)) < 0)
 		return -1;
-	nlen = strnlen((const char *)field, sizeof(field));
-	if (nlen == 0 || nlen == sizeof(field))
+	if (!name_ok((const char *)field))
 		return rfail(r, "state file: bad section name");
+	nlen = strlen((const char *)field);
 	for (size_t i = nlen; i < sizeof(field); i++)
 		if (field[i] != 0)
 			return rfail(r, "state file: section name not NUL-padded");

@@ -16,7 +16,8 @@
  *     88  C   the configuration (the caller's text, no NUL)
  *
  *   Then sections, one after another:
- *     0   32  name, 1-31 bytes, NUL-terminated, NUL-padded
+ *     0   32  name, 1-31 printable ASCII bytes (no space), NUL-terminated,
+ *             NUL-padded
  *     32  ..  chunks: u32 length N (at most SNAPFILE_MAX_CHUNK) then N
  *             payload bytes; a chunk of length 0 ends the payload
  *     ..  8   u64 payload length (the sum of the chunks, at most
@@ -80,9 +81,9 @@ struct snapfile_writer *snapfile_create(int fd, const char *version, const char 
                                         size_t errlen);
 
 /*
- * Open a section named `name` (1-31 bytes, not "end"); at most one is open
- * at a time.  0, or -1 (snapfile_writer_error() says why; every later call
- * then fails too).
+ * Open a section named `name` (1-31 printable ASCII bytes, no space,
+ * not "end"); at most one is open at a time.  0, or -1
+ * (snapfile_writer_error() says why; every later call then fails too).
  */
 int snapfile_section_begin(struct snapfile_writer *w, const char *name);
 
