@@ -383,6 +383,51 @@ static void test_snapfile_ram_extents(void **state)
 	expect_ram_refused(backwards, 2);
 }
 
+/* One write larger than a chunk (16 MiB) goes out as several; misuse of
+ * the writer is an error, not a crash. */
+static void test_snapfile_big_write(void **state)
+{
+	size_t big = SNAPFILE_MAX_CHUNK + 4096 + 3;
+	uint8_t *buf = malloc(big), *back = malloc(big);
+	char err[256], name[SNAPFILE_NAME_LEN];
+	int fd = memfd();
+	struct snapfile_writer *w;
+	struct snapfile_reader *r;
+
+	(void)state;
+	assert_non_null(buf);
+	assert_non_null(back);
+	for (size_t i = 0; i < big; i++)
+		buf[i] = pattern(i);
+	w = snapfile_create(fd, "v", "", err, sizeof(err));
+	assert_int_equal(snapfile_section_begin(w, "big"), 0);
+	assert_int_equal(snapfile_write(w, buf, 5), 0);
+	assert_int_equal(snapfile_write(w, buf + 5, big - 5), 0);
+	assert_int_equal(snapfile_section_end(w), 0);
+	assert_int_equal(snapfile_finish(w, err, sizeof(err)), 0);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	assert_int_equal(snapfile_verify_all(fd, err, sizeof(err)), 0);
+	r = snapfile_open(fd, err, sizeof(err));
+	assert_int_equal(snapfile_next(r, name), 1);
+	assert_int_equal(snapfile_read(r, back, big), (ssize_t)big);
+	assert_memory_equal(back, buf, big);
+	assert_int_equal(snapfile_next(r, name), 0);
+	snapfile_close(r);
+	free(buf);
+	free(back);
+
+	w = snapfile_create(fd, "v", "", err, sizeof(err));
+	assert_int_equal(snapfile_write(w, "x", 1), -1);
+	assert_contains(snapfile_writer_error(w), "outside a section");
+	snapfile_abort(w);
+	w = snapfile_create(fd, "v", "", err, sizeof(err));
+	assert_int_equal(snapfile_section_begin(w, "open"), 0);
+	assert_int_equal(snapfile_section_begin(w, "nested"), -1);
+	assert_int_equal(snapfile_finish(w, err, sizeof(err)), -1);
+	assert_contains(err, "inside another");
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -394,6 +439,7 @@ int main(void)
 	    cmocka_unit_test(test_snapfile_hostile_lengths),
 	    cmocka_unit_test(test_snapfile_ram_bounds),
 	    cmocka_unit_test(test_snapfile_ram_extents),
+	    cmocka_unit_test(test_snapfile_big_write),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
