@@ -16,6 +16,7 @@
 struct mevent_loop;
 struct pm;
 struct pflash;
+struct state_participant;
 
 /*
  * A drive with a removable medium (an ahci-cd port), as the API's
@@ -85,6 +86,9 @@ struct machine {
 	/* Drives whose medium the API changes (machine_add_media_drive). */
 	unsigned nmedia;
 	struct machine_media_drive media[MACHINE_MAX_MEDIA];
+	/* What a checkpoint saves, in order (core/snapshot.h). */
+	struct state_participant *states;
+	unsigned nstates;
 };
 
 /*
