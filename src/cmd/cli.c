@@ -23,7 +23,7 @@ void cli_usage(FILE *out)
 	    out,
 	    "Usage: khyve [-AHPSuwxe] [-c [[cpus=]n][,sockets=n][,cores=n][,threads=n]]\n"
 	    "             [-m size[K|M|G|T]] [-s slot,emulation[,conf]]... [-l lpcdev[,conf]]...\n"
-	    "             [-o key=value]... [-k configfile] [-U uuid] vmname\n"
+	    "             [-o key=value]... [-k configfile] [-U uuid] [-r statefile] vmname\n"
 	    "  -A  build ACPI tables (always on for direct Linux boot)\n"
 	    "  -c  vCPUs and topology\n"
 	    "  -m  guest memory (default 256M; a bare n below 1M means MiB)\n"
@@ -36,12 +36,13 @@ void cli_usage(FILE *out)
 	    "  -S  wire guest memory           -u  RTC keeps UTC          -U  SMBIOS UUID\n"
 	    "  -w  ignore unknown MSRs         -x  x2APIC mode\n"
 	    "  -e  exit on unhandled I/O\n"
+	    "  -r  resume from a state file (khyvectl --suspend, --checkpoint)\n"
 	    "  -h, --help  this help;  -s help / -l help: the devices;\n"
 	    "              -s EMULATION,help / -l DEVICE,help: the options of one\n"
 	    "Linux direct boot: -o linux.kernel=BZIMAGE [-o linux.initrd=FILE] "
 	    "[-o linux.cmdline=...]\n"
 	    "Print the configuration: -o config.dump=1.   Exit status: 0 reboot, 1 poweroff,\n"
-	    "2 halt, 3 triple fault, 4 error.\n");
+	    "2 halt, 3 triple fault, 4 error, 5 suspended into a state file.\n");
 }
 
 static void set_defaults(void)
@@ -150,6 +151,8 @@ static int apply_option(int ch, const char *arg, char *err, size_t errlen)
 		return config_parse_assignment(arg, err, errlen);
 	case 'k':
 		return config_load_file(arg, err, errlen);
+	case 'r':
+		return config_set("restore.file", arg);
 	default:
 		return -1;
 	}
@@ -245,7 +248,7 @@ enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t er
 	err[0] = '\0';
 	optind = 0; /* reset getopt (GNU: 0 also re-reads POSIXLY_CORRECT) */
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+AHPSeuwxhc:m:s:l:o:k:U:", long_options, NULL)) !=
+	while ((ch = getopt_long(argc, argv, "+AHPSeuwxhc:m:s:l:o:k:U:r:", long_options, NULL)) !=
 	       -1) {
 		if (ch == 'h') {
 			cli_usage(out);
@@ -331,7 +334,8 @@ static int validate_boot(char *err, size_t errlen)
 	}
 	if (check_readable("linux.kernel", err, errlen) < 0 ||
 	    check_readable("linux.initrd", err, errlen) < 0 ||
-	    check_readable("lpc.bootrom", err, errlen) < 0 || check_rom_size(err, errlen) < 0)
+	    check_readable("lpc.bootrom", err, errlen) < 0 || check_rom_size(err, errlen) < 0 ||
+	    check_readable("restore.file", err, errlen) < 0)
 		return -1;
 	return 0;
 }

@@ -49,6 +49,8 @@ enum action {
 	ACT_SEND_KEYS,
 	ACT_INSERT,
 	ACT_EJECT,
+	ACT_CHECKPOINT,
+	ACT_SUSPEND,
 };
 
 /* One action: its option, whether it takes =VALUE, and its request. */
@@ -72,6 +74,8 @@ static const struct action_def actions[] = {
     {"--send-keys", ACT_SEND_KEYS, true, "PUT", "vm.send-keys"},
     {"--insert", ACT_INSERT, true, "PUT", "vm.media-insert"},
     {"--eject", ACT_EJECT, true, "PUT", "vm.media-eject"},
+    {"--checkpoint", ACT_CHECKPOINT, true, "PUT", "vm.checkpoint"},
+    {"--suspend", ACT_SUSPEND, true, "PUT", "vm.suspend"},
 };
 
 #define NACTIONS (sizeof(actions) / sizeof(actions[0]))
@@ -103,6 +107,9 @@ static void usage(FILE *f)
 	           "CD drive DRIVE (cd0)\n"
 	           "  --eject=DRIVE          take the medium out of DRIVE (--force: even when "
 	           "the guest locked it)\n"
+	           "  --checkpoint=FILE      save the whole machine into a new FILE; it runs on\n"
+	           "  --suspend=FILE         save it into a new FILE, then khyve exits with 5;\n"
+	           "                         khyve -r FILE resumes it (--force replaces FILE)\n"
 	           "--json prints the VM's JSON answer as it came.  See khyvectl(8).\n");
 }
 
@@ -220,10 +227,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return bad_usage("no action: give one of --get-stats, --info, --ping, --pause, "
 		                 "--resume, --power-button, --force-reset, --force-poweroff, "
 		                 "--screenshot=FILE, --send-keys=CHORDS, --insert=DRIVE:FILE, "
-		                 "--eject=DRIVE");
+		                 "--eject=DRIVE, --checkpoint=FILE, --suspend=FILE");
 	if (o->force && o->action->act != ACT_SCREENSHOT && o->action->act != ACT_INSERT &&
-	    o->action->act != ACT_EJECT)
-		return bad_usage("--force only goes with --screenshot=FILE, --insert or --eject");
+	    o->action->act != ACT_EJECT && o->action->act != ACT_CHECKPOINT &&
+	    o->action->act != ACT_SUSPEND)
+		return bad_usage("--force only goes with --screenshot=FILE, --insert, --eject, "
+		                 "--checkpoint or --suspend");
 	if (o->action->act == ACT_INSERT && !valid_insert(o->value))
 		return bad_usage("--insert=%s: want DRIVE:FILE (cd0:/path/to.iso)", o->value);
 	if (o->action->act == ACT_EJECT && !valid_drive(o->value, strlen(o->value)))
@@ -735,6 +744,93 @@ static int run_insert(const struct opts *o, const char *sock, const char *target
 	}
 }
 
+/* ---- checkpoint and suspend ---- */
+
+#define STATE_TIMEOUT_MS 600000 /* writing a big guest's RAM takes a while */
+
+/* FILE's folder, for the fsync that makes the rename last. */
+static int sync_parent(const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	int fd, rc;
+
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash == path ? 1 : slash - path), path);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/* Put the finished temporary file at FILE (replacing one only with --force). */
+static int keep_state_file(const struct opts *o, int fd, const char *tmp)
+{
+	if (fsync(fd) < 0 ||
+	    renameat2(AT_FDCWD, tmp, AT_FDCWD, o->value, o->force ? 0 : RENAME_NOREPLACE) < 0 ||
+	    sync_parent(o->value) < 0) {
+		fprintf(stderr, "khyvectl: %s: %s\n", o->value,
+		        errno == EEXIST ? "the file exists (--force replaces it)" : strerror(errno));
+		unlink(tmp);
+		return EXIT_LOCAL;
+	}
+	return EXIT_DONE;
+}
+
+/*
+ * --checkpoint=FILE / --suspend=FILE: khyve writes the state into a new
+ * file this process creates (with the caller's rights, mode 0600) beside
+ * FILE, which becomes FILE once khyve says it is complete: a failed or
+ * interrupted save never leaves a FILE that looks whole.
+ */
+static int run_state(const struct opts *o, const char *sock, const char *target)
+{
+	char tmp[4200], err[4200];
+	long status = 0;
+	int fd, rc;
+	struct stat st;
+
+	if (!o->force && lstat(o->value, &st) == 0)
+		return bad_usage("%s=%s: the file exists (--force replaces it)", o->action->option,
+		                 o->value);
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", o->value);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "khyvectl: %s: %s\n", o->value, strerror(errno));
+		return EXIT_LOCAL;
+	}
+	rc = apic_fd_call(sock, o->action->endpoint, "", fd, STATE_TIMEOUT_MS, &status, err,
+	                  sizeof(err));
+	if (rc == API_CALL_OK && status >= 200 && status <= 299) {
+		rc = keep_state_file(o, fd, tmp);
+		close(fd);
+		return rc;
+	}
+	close(fd);
+	unlink(tmp);
+	if (rc == API_CALL_NO_VM) {
+		fprintf(stderr, "khyvectl: no VM at %s (%s)\n", sock, err);
+		return EXIT_NO_VM;
+	}
+	if (rc != API_CALL_OK) {
+		fprintf(stderr, "khyvectl: %s\n", err);
+		return EXIT_VM_ERROR;
+	}
+	if (o->json) {
+		printf("%s\n", err);
+		return EXIT_VM_ERROR;
+	}
+	{
+		struct apic_reply r = {.status = status, .body = err, .len = strlen(err)};
+
+		return vm_error(target, &r);
+	}
+}
+
 /* ---- all together ---- */
 
 static int show_reply(const struct opts *o, const char *target, const struct apic_reply *r)
@@ -779,6 +875,8 @@ static int run(const struct opts *o)
 		                 API_SOCKET_MAX - 1);
 	if (o->action->act == ACT_INSERT)
 		return run_insert(o, sock, target);
+	if (o->action->act == ACT_CHECKPOINT || o->action->act == ACT_SUSPEND)
+		return run_state(o, sock, target);
 	if (o->action->act == ACT_SEND_KEYS && !(body = send_keys_body(o->value, &rc)))
 		return rc;
 	if (o->action->act == ACT_EJECT && !(body = eject_body(o)))

@@ -73,4 +73,36 @@ int machine_add_state(struct machine *m, const char *name, const struct state_op
 /* The participant called `name`, or NULL. */
 const struct state_participant *machine_state_find(struct machine *m, const char *name);
 
+/*
+ * Whether every participant can be saved: 0, or -1 with "NAME cannot be
+ * saved yet" in `err` for the first that cannot (its ops->save is NULL).
+ */
+int machine_state_saveable(struct machine *m, char *err, size_t errlen);
+
+/*
+ * Quiesce every participant, in reverse order of registration (the
+ * devices added last sit on top of those added first).  On failure the
+ * ones already quiesced are unquiesced again and -1 comes back with the
+ * participant's line in `err`.  The vCPUs must be paused.
+ */
+int machine_state_quiesce(struct machine *m, char *err, size_t errlen);
+
+/* Undo machine_state_quiesce(), in registration order. */
+void machine_state_unquiesce(struct machine *m);
+
+/*
+ * Participant `i`'s state into `out` (emptied first).  0, or -1 with one
+ * line in `err` naming it.
+ */
+int machine_state_save_one(struct machine *m, unsigned i, struct sbuf *out, char *err,
+                           size_t errlen);
+
+/*
+ * Restore participant `i` from the `len` bytes at `data` (a section's
+ * whole payload): its restore, then a check that every byte was read.
+ * 0, or -1 with "NAME: why" in `err`.
+ */
+int machine_state_restore_one(struct machine *m, unsigned i, const void *data, size_t len,
+                              char *err, size_t errlen);
+
 #endif

@@ -12,6 +12,7 @@
 #include "lib/log.h"
 #include "lib/sandbox.h"
 #include "vmm/vcpu.h"
+#include "vmm/vmstate.h"
 
 static struct ratelimit unhandled_rl = RATELIMIT_INIT;
 
@@ -150,6 +151,21 @@ static void vcpu_dispatch_exit(struct machine *m, struct vcpu *v)
 	}
 }
 
+/*
+ * A pause may be for a checkpoint: an IN or MMIO read the guest is in the
+ * middle of completes only on the next KVM_RUN (api.rst, KVM_EXIT_IO), so
+ * enter it once with immediate_exit before parking, and the saved
+ * registers hold the finished instruction.
+ */
+static void complete_io_before_pause(struct machine *m, struct vcpu *v)
+{
+	if (vcpu_complete_io(v) < 0) {
+		log_err("vCPU %u: cannot complete its I/O before the pause: %s", v->index,
+		        strerror(errno));
+		machine_request_exit(m, KHYVE_EXIT_ERROR);
+	}
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct vcpu *v = arg;
@@ -170,7 +186,13 @@ static void *vcpu_thread(void *arg)
 		/* machine_pause() kicks us out of KVM_RUN; the kick stays pending
 		 * while we wait here, so the first KVM_RUN after resume may end
 		 * at once with EINTR, which is harmless. */
+		if (__atomic_load_n(&m->pause_requested, __ATOMIC_SEQ_CST))
+			complete_io_before_pause(m, v);
 		machine_pause_point(m);
+		/* An exit requested while paused (a suspend) must not let the
+		 * guest run once more past its saved state. */
+		if (__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST))
+			break;
 		if (vcpu_run(v) == 0) {
 			vcpu_dispatch_exit(m, v);
 			continue;

@@ -299,12 +299,7 @@ enum api_call_rc apic_media_insert(const char *socket_path, const char *drive, i
                                    int image_fd, long timeout_ms, long *status, char *err,
                                    size_t errlen)
 {
-	long long deadline = now_ms() + timeout_ms;
-	char body[96], req[512], *buf = NULL, *end;
-	size_t len = 0;
-	bool no_vm;
-	int sock, n;
-	enum api_call_rc rc = API_CALL_FAILED;
+	char body[96];
 
 	*status = 0;
 	if (!plain_drive(drive)) {
@@ -313,11 +308,31 @@ enum api_call_rc apic_media_insert(const char *socket_path, const char *drive, i
 	}
 	snprintf(body, sizeof(body), "{\"drive\":\"%s\",\"force\":%s}", drive,
 	         force ? "true" : "false");
+	return apic_fd_call(socket_path, "vm.media-insert", body, image_fd, timeout_ms, status, err,
+	                    errlen);
+}
+
+enum api_call_rc apic_fd_call(const char *socket_path, const char *endpoint, const char *body,
+                              int fd, long timeout_ms, long *status, char *err, size_t errlen)
+{
+	long long deadline = now_ms() + timeout_ms;
+	char req[512], *buf = NULL, *end;
+	size_t len = 0;
+	bool no_vm;
+	int sock, n;
+	enum api_call_rc rc = API_CALL_FAILED;
+	int image_fd = fd;
+
+	*status = 0;
 	n = snprintf(req, sizeof(req),
-	             "PUT /api/v1/vm.media-insert HTTP/1.1\r\nHost: localhost\r\n"
+	             "PUT /api/v1/%s HTTP/1.1\r\nHost: localhost\r\n"
 	             "Connection: Upgrade\r\nUpgrade: khyve-fd\r\n"
 	             "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-	             strlen(body), body);
+	             endpoint, strlen(body), body);
+	if (n < 0 || (size_t)n >= sizeof(req)) {
+		set_err(err, errlen, "request too long");
+		return API_CALL_FAILED;
+	}
 	sock = connect_unix(socket_path, &no_vm, err, errlen);
 	if (sock < 0)
 		return no_vm ? API_CALL_NO_VM : API_CALL_FAILED;

@@ -62,6 +62,16 @@ enum api_call_rc apic_media_insert(const char *socket_path, const char *drive, i
                                    size_t errlen);
 
 /*
+ * The same exchange for any call that takes a file descriptor after a 101
+ * (docs/api.md): PUT `endpoint` ("vm.media-insert", "vm.checkpoint",
+ * "vm.suspend") with the JSON `body` (at most 384 bytes; "" for none),
+ * then `fd` (the caller's; it stays open here).  Returns and fills as
+ * apic_media_insert().
+ */
+enum api_call_rc apic_fd_call(const char *socket_path, const char *endpoint, const char *body,
+                              int fd, long timeout_ms, long *status, char *err, size_t errlen);
+
+/*
  * khyve's default socket of the VM `name` (api13: /run/khyve/NAME.sock for
  * root, else $XDG_RUNTIME_DIR/khyve/NAME.sock) into `out` (`len` bytes).
  * 0, or -1 with `err` set: no XDG_RUNTIME_DIR for a user, or too long.

@@ -135,13 +135,14 @@ static const int vnc_calls[] = {
  * send-keys raise interrupts, screenshot reads fbuf's dirty log, counters
  * read KVM's per-vCPU statistics (pread of fds opened at set-up);
  * vm.media-insert receives the image's fd (recvmsg, SCM_RIGHTS) and the
- * drive's change() looks at it (fstat, lseek). */
+ * drive's change() looks at it (fstat, lseek); vm.checkpoint/vm.suspend
+ * write the state file they are passed the same way and sync it. */
 static const int api_calls[] = {
 	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait),
 	SCMP_SYS(epoll_ctl), SCMP_SYS(accept4), SCMP_SYS(accept), SCMP_SYS(recvfrom),
 	SCMP_SYS(sendto), SCMP_SYS(sendmsg), SCMP_SYS(shutdown), SCMP_SYS(setsockopt), SCMP_SYS(fcntl),
 	SCMP_SYS(pread64), SCMP_SYS(recvmsg), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek),
-	END};
+	SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(mmap), END};
 
 #ifdef SANDBOX_SANITIZERS
 /* ASan/UBSan/LSan builds (detected at compile time): the runtime's own
@@ -178,9 +179,18 @@ static const unsigned long tap_ioctls[] = {TUNSETOFFLOAD, 0};
 static const unsigned long vnc_ioctls[] = {
 	KVM_GET_DIRTY_LOG, KVM_IRQ_LINE, KVM_SIGNAL_MSI, FIONREAD, FIONBIO, 0};
 
-/* What the API's endpoints do to devices (see api_calls). */
+/* What the API's endpoints do to devices (see api_calls); TCGETS is
+ * lib/log.c's isatty(stderr) when the thread logs a line. */
 static const unsigned long api_ioctls[] = {
-	KVM_IRQ_LINE, KVM_SIGNAL_MSI, KVM_GET_DIRTY_LOG, FIONREAD, FIONBIO, BLKGETSIZE64, 0};
+	KVM_IRQ_LINE, KVM_SIGNAL_MSI, KVM_GET_DIRTY_LOG, FIONREAD, FIONBIO, BLKGETSIZE64, TCGETS, 0};
+
+/* A checkpoint reads the paused vCPUs' and the VM's state
+ * (vmm/vmstate.c); it sets none. */
+static const unsigned long kvm_save_ioctls[] = {
+	KVM_GET_REGS, KVM_GET_SREGS, KVM_GET_SREGS2, KVM_GET_XSAVE, KVM_GET_XSAVE2, KVM_GET_XCRS,
+	KVM_GET_DEBUGREGS, KVM_GET_LAPIC, KVM_GET_MSRS, KVM_GET_MP_STATE, KVM_GET_VCPU_EVENTS,
+	KVM_GET_CPUID2, KVM_GET_TSC_KHZ, KVM_GET_CLOCK, KVM_GET_IRQCHIP, KVM_GET_PIT2,
+	KVM_CHECK_EXTENSION, 0};
 
 // clang-format on
 
@@ -225,7 +235,7 @@ static const struct role_desc role_table[SANDBOX_NROLES] = {
     [SANDBOX_BLK_POOL] = {"blk-pool", NULL, {disk_ioctls}, DOES_DISK},
     [SANDBOX_NET_RX] = {"net-rx", net_rx_calls, {kvm_run_ioctls}, 0},
     [SANDBOX_VNC] = {"vnc", vnc_calls, {vnc_ioctls}, 0},
-    [SANDBOX_API] = {"api", api_calls, {api_ioctls}, KICKS_VCPUS | OPEN_FAILS},
+    [SANDBOX_API] = {"api", api_calls, {api_ioctls, kvm_save_ioctls}, KICKS_VCPUS | OPEN_FAILS},
 };
 
 /* ---- state ---- */

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <png.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,8 @@
 #include "lib/config.h"
 #include "lib/counters.h"
 #include "lib/keymap.h"
+#include "lib/log.h"
+#include "run/snapshot.h"
 
 #define API_PREFIX "/api/v1/"
 #define JSON_TYPE  "application/json"
@@ -578,6 +581,78 @@ void api_media_insert_fd(struct api *a, int idx, bool force, int fd, struct api_
 	media_change(a, idx, fd, force, r);
 }
 
+/* ---- checkpoint and suspend ---- */
+
+/* Without the upgrade (api_http.c takes those), no fd can come. */
+static void on_state_call(struct api *a, const cJSON *body, struct api_reply *r)
+{
+	(void)a;
+	(void)body;
+	reply_error(r, 400, "vm.checkpoint and vm.suspend pass the state file as a file descriptor "
+	                    "(docs/api.md)");
+}
+
+int api_state_check(struct api *a, const char *body, size_t len, struct api_reply *r)
+{
+	cJSON *json = NULL;
+	char err[256] = "";
+	bool empty;
+
+	memset(r, 0, sizeof(*r));
+	r->exit_after = -1;
+	if (len > API_MAX_BODY) {
+		reply_error(r, 413, "request body too large (at most 64 KiB)");
+		return -1;
+	}
+	if (!parse_body(body, len, &json)) {
+		reply_error(r, 400, "the body is not valid JSON");
+		return -1;
+	}
+	/* No options yet: no body, or an empty object. */
+	empty = json == NULL || (cJSON_IsObject(json) && json->child == NULL);
+	cJSON_Delete(json);
+	if (!empty) {
+		reply_error(r, 400, "want no body or {}");
+		return -1;
+	}
+	if (snapshot_check(a->m, err, sizeof(err)) < 0) {
+		reply_error(r, 409, err);
+		return -1;
+	}
+	return 0;
+}
+
+void api_state_fd(struct api *a, bool suspend, int fd, struct api_reply *r)
+{
+	char err[384] = "";
+	struct stat st;
+	int mode;
+
+	memset(r, 0, sizeof(*r));
+	r->exit_after = -1;
+	if (fd < 0) {
+		reply_error(r, 400, "no file descriptor came with the byte");
+		return;
+	}
+	mode = fcntl(fd, F_GETFL);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || mode < 0 ||
+	    (mode & O_ACCMODE) == O_RDONLY) {
+		close(fd);
+		reply_error(r, 400, "want a regular file open for writing");
+		return;
+	}
+	if (snapshot_save(a->m, fd, suspend, err, sizeof(err)) < 0) {
+		close(fd);
+		reply_error(r, 409, err[0] ? err : "the checkpoint failed");
+		return;
+	}
+	close(fd);
+	log_info("%s into the state file khyvectl passed", suspend ? "suspended" : "checkpoint");
+	reply_empty(r);
+	if (suspend)
+		r->exit_after = KHYVE_EXIT_SUSPENDED;
+}
+
 /* ---- screenshot ---- */
 
 struct png_buf {
@@ -698,6 +773,8 @@ static const struct endpoint endpoints[] = {
     {"vm.send-keys", "PUT", on_send_keys},
     {"vm.media-eject", "PUT", on_media_eject},
     {"vm.media-insert", "PUT", on_media_insert},
+    {"vm.checkpoint", "PUT", on_state_call},
+    {"vm.suspend", "PUT", on_state_call},
 };
 
 /* The endpoint named by `url` (query string ignored), or NULL. */

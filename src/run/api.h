@@ -104,6 +104,19 @@ int api_media_insert_check(struct api *a, const char *body, size_t len, bool *fo
 void api_media_insert_fd(struct api *a, int idx, bool force, int fd, struct api_reply *r);
 
 /*
+ * vm.checkpoint and vm.suspend with `Upgrade: khyve-fd` (docs/api.md), in
+ * the same two steps: api_state_check() takes the body (none, or {}) and
+ * checks that the machine can be saved (0; or -1 with 400, 409, 413 in
+ * `r`); after the 101 and the fd, api_state_fd() writes the state file
+ * into `fd` (owned from the call on: a regular file open for writing, at
+ * its start) through snapshot_save() and fills `r` (204, 400, or 409 with
+ * the reason).  With `suspend` the vCPUs stay stopped and r->exit_after
+ * is KHYVE_EXIT_SUSPENDED: the caller ends khyve after sending `r`.
+ */
+int api_state_check(struct api *a, const char *body, size_t len, struct api_reply *r);
+void api_state_fd(struct api *a, bool suspend, int fd, struct api_reply *r);
+
+/*
  * Work out the socket path (-o api.socket=PATH|off, else the default of
  * docs/api.md), take PATH.lock, remove a stale socket, bind and listen.
  * With no socket wanted (off, or no default for this user: a warning),

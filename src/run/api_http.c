@@ -217,6 +217,9 @@ int api_open(struct api *a, char *err, size_t errlen)
 /* ---- libmicrohttpd ---- */
 
 /* What one request has gathered so far. */
+/* The calls whose file descriptor comes after a 101 (docs/api.md). */
+enum fd_call { FD_CALL_NONE, FD_CALL_MEDIA, FD_CALL_CHECKPOINT, FD_CALL_SUSPEND };
+
 struct request {
 	char *body;
 	size_t len;
@@ -224,6 +227,7 @@ struct request {
 	int exit_after; /* from the reply: requested once it is sent */
 	int media_idx;  /* vm.media-insert: the drive the fd goes to */
 	bool media_force;
+	enum fd_call fd_call; /* which call the fd after the 101 is for */
 };
 
 static void free_request(struct request *rq)
@@ -402,36 +406,66 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
 		fd = receive_fd(sock, &why);
 	if (fd < 0)
 		api_reply_error(&r, 400, why);
+	else if (rq != NULL && rq->fd_call == FD_CALL_MEDIA)
+		api_media_insert_fd(a, rq->media_idx, rq->media_force, fd, &r);
+	else if (rq != NULL)
+		api_state_fd(a, rq->fd_call == FD_CALL_SUSPEND, fd, &r);
 	else
-		api_media_insert_fd(a, rq != NULL ? rq->media_idx : -1,
-		                    rq != NULL && rq->media_force, fd, &r);
+		api_media_insert_fd(a, -1, false, fd, &r);
 	send_outcome(sock, &r);
-	api_reply_free(&r);
 	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+	/* A suspend ends khyve once the client has its outcome. */
+	if (r.exit_after >= 0)
+		machine_request_exit(a->m, r.exit_after);
+	api_reply_free(&r);
 }
 
-/* PUT vm.media-insert with Upgrade: khyve-fd: check, then 101. */
-static bool wants_fd_upgrade(struct MHD_Connection *c, const char *url, const char *method)
+/* Whether `url` is /api/v1/NAME, with or without a query. */
+static bool url_names(const char *url, const char *name)
 {
-	static const char name[] = "/api/v1/vm.media-insert";
+	static const char prefix[] = "/api/v1/";
+	size_t n = strlen(name);
+
+	return strncmp(url, prefix, sizeof(prefix) - 1) == 0 &&
+	       strncmp(url + sizeof(prefix) - 1, name, n) == 0 &&
+	       strchr("?#", url[sizeof(prefix) - 1 + n]) != NULL;
+}
+
+/* PUT vm.media-insert, vm.checkpoint or vm.suspend with Upgrade: khyve-fd. */
+static enum fd_call wants_fd_upgrade(struct MHD_Connection *c, const char *url,
+                                     const char *method)
+{
 	const char *up = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_UPGRADE);
 
-	return url != NULL && method != NULL && strcmp(method, "PUT") == 0 &&
-	       strncmp(url, name, sizeof(name) - 1) == 0 &&
-	       strchr("?#", url[sizeof(name) - 1]) != NULL && up != NULL &&
-	       strcasecmp(up, "khyve-fd") == 0;
+	if (url == NULL || method == NULL || strcmp(method, "PUT") != 0 || up == NULL ||
+	    strcasecmp(up, "khyve-fd") != 0)
+		return FD_CALL_NONE;
+	if (url_names(url, "vm.media-insert"))
+		return FD_CALL_MEDIA;
+	if (url_names(url, "vm.checkpoint"))
+		return FD_CALL_CHECKPOINT;
+	if (url_names(url, "vm.suspend"))
+		return FD_CALL_SUSPEND;
+	return FD_CALL_NONE;
 }
 
+/* Check the request, then 101. */
 static enum MHD_Result start_fd_upgrade(struct api *a, struct MHD_Connection *c, struct request *rq)
 {
+	const char *body = rq->too_big ? NULL : rq->body;
+	size_t len = rq->too_big ? API_MAX_BODY + 1 : rq->len;
 	struct MHD_Response *resp;
 	struct api_reply r;
 	enum MHD_Result ret;
+	int ok;
 
-	rq->media_idx =
-	    api_media_insert_check(a, rq->too_big ? NULL : rq->body,
-	                           rq->too_big ? API_MAX_BODY + 1 : rq->len, &rq->media_force, &r);
-	if (rq->media_idx < 0)
+	if (rq->fd_call == FD_CALL_MEDIA) {
+		rq->media_idx = api_media_insert_check(a, body, len, &rq->media_force, &r);
+		ok = rq->media_idx >= 0;
+	} else {
+		ok = api_state_check(a, body, len, &r) == 0;
+	}
+	if (!ok)
 		return send_reply(c, rq, &r);
 	api_reply_free(&r);
 	resp = MHD_create_response_for_upgrade(on_upgraded, a);
@@ -466,7 +500,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	if (wants_fd_upgrade(c, url, method))
+	rq->fd_call = wants_fd_upgrade(c, url, method);
+	if (rq->fd_call != FD_CALL_NONE)
 		return start_fd_upgrade(a, c, rq);
 	if (rq->too_big)
 		api_handle(a, method, url, NULL, API_MAX_BODY + 1, &r);

@@ -49,6 +49,7 @@ static const struct known_key known_keys[] = {
     {"sandbox.selftest",     KEY_ANY},  /* tests: a role whose threads make a forbidden call */
     {"sandbox.log",          KEY_BOOL}, /* log a forbidden syscall instead of dying */
     {"api.socket",           KEY_ANY},  /* the API's unix socket: PATH, or off/none */
+    {"restore.file",         KEY_ANY},  /* -r: the state file to resume from */
     {"sandbox.user",         KEY_ANY},  /* the user to drop to when started as root */
     {"user.*",               KEY_ANY},  /* yours: values for %(user.NAME) */
     {"user.*.*",             KEY_ANY},

@@ -1,6 +1,7 @@
 #include "run/vmrun.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include "lib/sandbox.h"
 #include "run/api.h"
 #include "run/jail.h"
+#include "run/snapshot.h"
 #include "vmm/topology.h"
 #include "vmm/vcpu.h"
 #include "vmm/vcpu_stats.h"
@@ -208,6 +210,35 @@ static int setup_boot(struct machine *m, struct boot_cpu_state *cpu, char *err, 
 	return -1;
 }
 
+/*
+ * khyve -r FILE: the machine is built as for a boot (the same devices,
+ * the ROMs mapped, the loaders run); then the state file replaces what
+ * the guest sees, RAM included, before any vCPU runs.
+ */
+static int restore_state(struct machine *m, char *err, size_t errlen)
+{
+	const char *file = config_get("restore.file");
+	char why[ERRLEN - 64] = "";
+	int fd, rc;
+
+	if (file == NULL)
+		return 0;
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "state file %s: %s", file, strerror(errno));
+		return -1;
+	}
+	rc = snapshot_restore(m, fd, why, sizeof(why));
+	close(fd);
+	/* lib/snapfile's lines start with "state file: " already. */
+	if (rc < 0)
+		snprintf(err, errlen, "state file %s: %s", file,
+		         strncmp(why, "state file: ", 12) == 0 ? why + 12 : why);
+	else
+		log_info("restored the machine from %s", file);
+	return rc;
+}
+
 static int build_machine(struct machine *m, char *err, size_t errlen)
 {
 	struct cpu_topology topo;
@@ -243,6 +274,8 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot set the boot CPU state: %s", strerror(errno));
 		return -1;
 	}
+	if (restore_state(m, err, errlen) < 0)
+		return -1;
 	/* Their stats fds open now, before the jail and the sandbox. */
 	stats = vcpu_stats_register(&m->vm, true);
 	if (stats < 0)

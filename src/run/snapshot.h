@@ -1,0 +1,62 @@
+/*
+ * Checkpoint, suspend and restore of the whole machine through a state
+ * file (lib/snapfile.h; docs/snapshots.md).  A state file holds, in this
+ * order: the configuration the machine was made from (its key=value
+ * lines, sorted), section "vm" (KVM's clock, PIC, IOAPIC and PIT), one
+ * "vcpu.N" per vCPU, one "ram.N" per RAM region (zero pages left out),
+ * then one section per state participant (core/snapshot.h: every device
+ * and PCI function) in the order they were registered, and the trailer.
+ */
+#ifndef KHYVE_RUN_SNAPSHOT_H
+#define KHYVE_RUN_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct machine;
+
+/*
+ * Save the machine into `fd` (a regular file opened for writing, at its
+ * start; not owned): pause the vCPUs (unless already paused), quiesce the
+ * devices, write every section, fsync.  Then, unless `stay_paused`, let
+ * the devices and vCPUs go on; with `stay_paused` (suspend) both stay
+ * stopped for the caller to end the process.  A vCPU the user had paused
+ * stays paused.  0, or -1 with one line in `err`; on failure the machine
+ * runs on as before and what was written is no state file any reader
+ * accepts (it lacks its trailer).  Called from the API thread.
+ */
+int snapshot_save(struct machine *m, int fd, bool stay_paused, char *err, size_t errlen);
+
+/*
+ * Whether the machine could be saved now: every device can be saved.
+ * 0, or -1 with one line in `err`.
+ */
+int snapshot_check(struct machine *m, char *err, size_t errlen);
+
+/*
+ * Load the state file on `fd` (seekable; not owned) into a machine built
+ * from the same options whose vCPUs have not run: first the whole file is
+ * checked (framing, every checksum, the trailer), then its configuration
+ * is compared with this khyve's (keys that are host-local, such as the
+ * serial ports' back ends and the API socket, may differ), then the
+ * sections are applied.  0, or -1 with one line in `err` (nothing has run;
+ * the caller exits with status 4 and the file is untouched).
+ */
+int snapshot_restore(struct machine *m, int fd, char *err, size_t errlen);
+
+/*
+ * The configuration text a state file records: every "key=value" line of
+ * the configuration tree, sorted, except restore.file.  malloc()ed
+ * (the caller frees), or NULL without memory.
+ */
+char *snapshot_config_text(void);
+
+/*
+ * Compare the configuration `saved` (a state file's) with `now`
+ * (snapshot_config_text()): 0 when they match on every key that is not
+ * host-local, else -1 with the first difference in `err` ("the state file
+ * was made with memory.size=512M, this khyve has memory.size=256M").
+ */
+int snapshot_config_compare(const char *saved, const char *now, char *err, size_t errlen);
+
+#endif
