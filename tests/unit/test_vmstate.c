@@ -11,6 +11,8 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <sys/ioctl.h>
 
 #include "lib/sbuf.h"
@@ -93,6 +95,34 @@ static uint16_t *next_io(struct vcpu *v, uint16_t *port, bool *in)
 	return NULL;
 }
 
+static uint64_t read_tsc(struct vcpu *v)
+{
+	struct {
+		struct kvm_msrs h;
+		struct kvm_msr_entry e;
+	} m = {.h = {.nmsrs = 1}, .e = {.index = 0x10}};
+
+	assert_int_equal(ioctl(v->fd, KVM_GET_MSRS, &m), 1);
+	return m.e.data;
+}
+
+/* Make `vm` use KVM_GET/SET_SREGS and the 4 KiB KVM_GET_XSAVE, as on a
+ * kernel without SREGS2 and XSAVE2: probe first (a save does), then
+ * override what the probe found. */
+static void force_legacy_ioctls(struct vm *vm)
+{
+	struct sbuf scratch = {0};
+	char err[256] = "";
+
+	if (vcpu_state_save(vm->vcpus[0], &scratch, err, sizeof(err)) < 0)
+		fail_msg("probe: %s", err);
+	sbuf_free(&scratch);
+	assert_true(vm->state_probed);
+	vm->state_sregs2 = false;
+	vm->state_xsave2 = false;
+	vm->state_xsave_size = 4096;
+}
+
 static uint16_t ram_u16(struct vm *vm, uint64_t gpa)
 {
 	uint16_t x = 0;
@@ -107,7 +137,7 @@ static uint16_t ram_u16(struct vm *vm, uint64_t gpa)
  * the sum the guest will have once it has added the last IN.
  */
 static uint16_t run_and_save(struct vm *vm, struct sbuf *vcpu_out, struct sbuf *vm_out,
-                             uint8_t *ram)
+                             uint8_t *ram, uint64_t *tsc)
 {
 	struct vcpu *v = vm->vcpus[0];
 	unsigned outs = 0;
@@ -131,7 +161,10 @@ static uint16_t run_and_save(struct vm *vm, struct sbuf *vcpu_out, struct sbuf *
 		if (outs == SAVE_AT)
 			break;
 	}
-	/* The IN is not done until KVM_RUN is entered again. */
+	/* The IN is not done until KVM_RUN is entered again: a state saved
+	 * now would miss the value. */
+	assert_int_equal(ioctl(v->fd, KVM_GET_REGS, &r), 0);
+	assert_int_not_equal(r.rax & 0xffff, in_value(SAVE_AT));
 	assert_true(v->io_pending);
 	assert_int_equal(vcpu_complete_io(v), 0);
 	assert_false(v->io_pending);
@@ -139,6 +172,7 @@ static uint16_t run_and_save(struct vm *vm, struct sbuf *vcpu_out, struct sbuf *
 	assert_int_equal(ioctl(v->fd, KVM_GET_REGS, &r), 0);
 	assert_int_equal(r.rax & 0xffff, in_value(SAVE_AT));
 	assert_int_equal(r.rip, CODE_GPA + 0xb); /* at the add */
+	*tsc = read_tsc(v);
 	if (vcpu_state_save(v, vcpu_out, err, sizeof(err)) < 0 ||
 	    vm_state_save(vm, vm_out, err, sizeof(err)) < 0)
 		fail_msg("save: %s", err);
@@ -150,13 +184,27 @@ static void save_one(struct sbuf *vcpu_out, struct sbuf *vm_out)
 {
 	static uint8_t ram[RAM_COPY];
 	struct vm vm;
+	uint64_t tsc;
 
 	make_vm(&vm, 1);
-	run_and_save(&vm, vcpu_out, vm_out, ram);
+	run_and_save(&vm, vcpu_out, vm_out, ram, &tsc);
 	vm_destroy(&vm);
 }
 
-static void test_round_trip_continues_the_count(void **state)
+/* KVM_IRQ_LINE_STATUS's answer for raising GSI 4 and lowering it again:
+ * what the GSI routing table makes of the line. */
+static int irq4_status(struct vm *vm)
+{
+	struct kvm_irq_level up = {.irq = 4, .level = 1}, down = {.irq = 4, .level = 0};
+
+	assert_int_equal(ioctl(vm->vm_fd, KVM_IRQ_LINE_STATUS, &up), 0);
+	assert_int_equal(ioctl(vm->vm_fd, KVM_IRQ_LINE_STATUS, &down), 0);
+	return up.status;
+}
+
+/* Save the counting guest, destroy its VM, restore it into a fresh one
+ * and check it goes on; `legacy`: both VMs use SREGS and 4 KiB XSAVE. */
+static void round_trip(bool legacy)
 {
 	static uint8_t ram[RAM_COPY];
 	struct sbuf vcpu_out = {0}, vm_out = {0};
@@ -164,27 +212,38 @@ static void test_round_trip_continues_the_count(void **state)
 	struct vm vm;
 	char err[256] = "";
 	uint16_t sum, port, *data;
+	uint64_t tsc, now;
+	int fresh_irq4;
 	bool in;
 
-	(void)state;
-	if (!kvm_available())
-		skip();
 	make_vm(&vm, 1);
-	sum = run_and_save(&vm, &vcpu_out, &vm_out, ram);
+	if (legacy)
+		force_legacy_ioctls(&vm);
+	sum = run_and_save(&vm, &vcpu_out, &vm_out, ram, &tsc);
 	vm_destroy(&vm);
 
 	make_vm(&vm, 1);
+	fresh_irq4 = irq4_status(&vm);
+	if (legacy)
+		force_legacy_ioctls(&vm);
 	assert_int_equal(gmem_write(&vm.mem, 0, ram, RAM_COPY), 0);
 	sbuf_reader_init(&r, vm_out.data, vm_out.len);
 	if (vm_state_restore(&vm, &r, err, sizeof(err)) < 0)
 		fail_msg("vm restore: %s", err);
 	assert_int_equal(sbuf_reader_done(&r, "vm", err, sizeof(err)), 0);
+	/* KVM_SET_IRQCHIP left vmm/irq.c's routing table in place. */
+	assert_int_equal(irq4_status(&vm), fresh_irq4);
 	sbuf_reader_init(&r, vcpu_out.data, vcpu_out.len);
 	if (vcpu_state_restore(vm.vcpus[0], &r, err, sizeof(err)) < 0)
 		fail_msg("vcpu restore: %s", err);
 	assert_int_equal(sbuf_reader_done(&r, "vcpu.0", err, sizeof(err)), 0);
 	if (vm_state_restore_finish(&vm, err, sizeof(err)) < 0)
 		fail_msg("finish: %s", err);
+	/* The guest's TSC goes on from the saved value (a fresh vCPU's
+	 * starts near 0): within 2 s of it at 10 GHz. */
+	now = read_tsc(vm.vcpus[0]);
+	assert_true(now >= tsc);
+	assert_true(now - tsc < 20000000000ull);
 
 	data = next_io(vm.vcpus[0], &port, &in);
 	assert_false(in);
@@ -197,6 +256,48 @@ static void test_round_trip_continues_the_count(void **state)
 	vm_destroy(&vm);
 	sbuf_free(&vcpu_out);
 	sbuf_free(&vm_out);
+}
+
+static void test_round_trip_continues_the_count(void **state)
+{
+	(void)state;
+	if (!kvm_available())
+		skip();
+	round_trip(false);
+}
+
+static void test_round_trip_without_sregs2_and_xsave2(void **state)
+{
+	(void)state;
+	if (!kvm_available())
+		skip();
+	round_trip(true);
+}
+
+static void test_msr_list_has_the_tsc(void **state)
+{
+	struct sbuf out = {0};
+	struct vm vm;
+	char err[256] = "";
+	bool tsc = false;
+
+	(void)state;
+	if (!kvm_available())
+		skip();
+	make_vm(&vm, 1);
+	assert_null(vm.state_msrs);
+	if (vcpu_state_save(vm.vcpus[0], &out, err, sizeof(err)) < 0)
+		fail_msg("save: %s", err);
+	assert_non_null(vm.state_msrs);
+	assert_true(vm.state_nmsrs > 1);
+	for (unsigned i = 0; i < vm.state_nmsrs; i++) {
+		tsc |= vm.state_msrs[i] == 0x10;
+		for (unsigned j = 0; j < i; j++)
+			assert_int_not_equal(vm.state_msrs[i], vm.state_msrs[j]);
+	}
+	assert_true(tsc);
+	vm_destroy(&vm);
+	sbuf_free(&out);
 }
 
 static uint32_t mp_state_of(struct vcpu *v)
@@ -255,6 +356,87 @@ static void test_ap_waiting_for_sipi_keeps_its_mp_state(void **state)
 	assert_int_equal(ioctl(vm.vcpus[1]->fd, KVM_SET_MP_STATE, &init), 0);
 	assert_int_equal(restored_ap_state(&vm), KVM_MP_STATE_INIT_RECEIVED);
 	vm_destroy(&vm);
+}
+
+/* cli; hlt; jmp back to the hlt (real mode, at CODE_GPA) */
+static const uint8_t halt_guest[] = {0xfa, 0xf4, 0xeb, 0xfd};
+
+struct halter {
+	struct vcpu *v;
+	bool halted; /* written by the thread before it ends */
+};
+
+/* The vCPU's thread: run until a kick finds the vCPU halted in KVM. */
+static void *halter_thread(void *arg)
+{
+	struct halter *h = arg;
+	struct kvm_mp_state mp;
+
+	if (vcpu_block_kick(h->v) < 0)
+		return NULL;
+	vcpu_mark_kickable(h->v);
+	for (int i = 0; i < 100; i++) {
+		h->v->run->immediate_exit = 0;
+		if (vcpu_run(h->v) == 0)
+			return NULL; /* an exit: not what the guest does */
+		vcpu_eat_kicks();
+		if (ioctl(h->v->fd, KVM_GET_MP_STATE, &mp) == 0 &&
+		    mp.mp_state == KVM_MP_STATE_HALTED) {
+			__atomic_store_n(&h->halted, true, __ATOMIC_SEQ_CST);
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Hazard (f) of the design: a vCPU halted inside KVM (interrupts off)
+ * must come back HALTED, not RUNNABLE, or it wakes early. */
+static void test_halted_vcpu_restores_halted(void **state)
+{
+	const struct timespec tick = {0, 20 * 1000 * 1000};
+	struct sbuf out[2] = {{0}, {0}};
+	struct halter h = {0};
+	struct sbuf_reader r;
+	struct kvm_regs regs;
+	pthread_t t;
+	struct vm vm;
+	char err[256] = "";
+
+	(void)state;
+	if (!kvm_available())
+		skip();
+	assert_int_equal(vcpu_kick_init(), 0);
+	make_vm(&vm, 1);
+	load_guest(&vm);
+	assert_int_equal(gmem_write(&vm.mem, CODE_GPA, halt_guest, sizeof(halt_guest)), 0);
+	h.v = vm.vcpus[0];
+	assert_int_equal(pthread_create(&t, NULL, halter_thread, &h), 0);
+	for (int i = 0; i < 50 && !__atomic_load_n(&h.halted, __ATOMIC_SEQ_CST); i++) {
+		nanosleep(&tick, NULL);
+		if (__atomic_load_n(&h.v->kickable, __ATOMIC_SEQ_CST))
+			vcpu_kick(h.v);
+	}
+	pthread_join(t, NULL);
+	assert_true(h.halted);
+	if (vcpu_state_save(vm.vcpus[0], &out[0], err, sizeof(err)) < 0 ||
+	    vm_state_save(&vm, &out[1], err, sizeof(err)) < 0)
+		fail_msg("save: %s", err);
+	vm_destroy(&vm);
+
+	make_vm(&vm, 1);
+	sbuf_reader_init(&r, out[1].data, out[1].len);
+	if (vm_state_restore(&vm, &r, err, sizeof(err)) < 0)
+		fail_msg("vm restore: %s", err);
+	sbuf_reader_init(&r, out[0].data, out[0].len);
+	if (vcpu_state_restore(vm.vcpus[0], &r, err, sizeof(err)) < 0 ||
+	    vm_state_restore_finish(&vm, err, sizeof(err)) < 0)
+		fail_msg("restore: %s", err);
+	assert_int_equal(mp_state_of(vm.vcpus[0]), KVM_MP_STATE_HALTED);
+	assert_int_equal(ioctl(vm.vcpus[0]->fd, KVM_GET_REGS, &regs), 0);
+	assert_int_equal(regs.rip, CODE_GPA + 2); /* after the hlt */
+	vm_destroy(&vm);
+	sbuf_free(&out[0]);
+	sbuf_free(&out[1]);
 }
 
 /* Restore `len` bytes of `data` onto a fresh vCPU: the error line, or ""
@@ -405,7 +587,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_round_trip_continues_the_count),
+	    cmocka_unit_test(test_round_trip_without_sregs2_and_xsave2),
+	    cmocka_unit_test(test_msr_list_has_the_tsc),
 	    cmocka_unit_test(test_ap_waiting_for_sipi_keeps_its_mp_state),
+	    cmocka_unit_test(test_halted_vcpu_restores_halted),
 	    cmocka_unit_test(test_truncated_and_bad_version_are_refused),
 	    cmocka_unit_test(test_cpu_feature_the_host_lacks_is_refused),
 	    cmocka_unit_test(test_tsc_rate_off_by_one_percent_is_refused),
