@@ -104,32 +104,32 @@ static int probe_caps(struct vm *vm, char *err, size_t errlen)
 	vm->state_sregs2 = check_ext(vm, KVM_CAP_SREGS2) > 0;
 	vm->state_tsc_control = check_ext(vm, KVM_CAP_TSC_CONTROL) > 0;
 	xsave2 = check_ext(vm, KVM_CAP_XSAVE2);
-	vm->state_xsave2 = xsave2 > 0;
-	vm->state_xsave_size =
-	    xsave2 > (int)VMSTATE_MIN_XSAVE ? (uint32_t)xsave2 : VMSTATE_MIN_XSAVE;
-	if (vm->state_xsave_size > VMSTATE_MAX_XSAVE)
-		vm->state_xsave_size = 0; /* refused below */
-	vm->state_probed = true;
-	pthread_mutex_unlock(&probe_lock);
-	if (vm->state_xsave_size == 0) {
+	if (xsave2 > (int)VMSTATE_MAX_XSAVE) {
+		/* KVM would write past vcpu_image.xsave: stay unprobed, refuse. */
+		pthread_mutex_unlock(&probe_lock);
 		snprintf(err, errlen, "KVM's XSAVE area of %d bytes exceeds khyve's %u", xsave2,
 		         VMSTATE_MAX_XSAVE);
 		return -1;
 	}
+	vm->state_xsave2 = xsave2 > 0;
+	vm->state_xsave_size =
+	    xsave2 > (int)VMSTATE_MIN_XSAVE ? (uint32_t)xsave2 : VMSTATE_MIN_XSAVE;
+	vm->state_probed = true;
+	pthread_mutex_unlock(&probe_lock);
 	return 0;
 }
 
 /* Read one MSR with KVM_GET_MSRS; 0, or -1 when KVM refuses it. */
 static int msr_read(struct vcpu *v, uint32_t index, uint64_t *value)
 {
-	struct {
-		struct kvm_msrs h;
-		struct kvm_msr_entry e;
-	} m = {.h = {.nmsrs = 1}, .e = {.index = index}};
+	uint64_t buf[(sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)) / 8] = {0};
+	struct kvm_msrs *m = (struct kvm_msrs *)buf;
 
-	if (ioctl(v->fd, KVM_GET_MSRS, &m) != 1)
+	m->nmsrs = 1;
+	m->entries[0].index = index;
+	if (ioctl(v->fd, KVM_GET_MSRS, m) != 1)
 		return -1;
-	*value = m.e.data;
+	*value = m->entries[0].data;
 	return 0;
 }
 
@@ -1241,8 +1241,8 @@ int vm_state_restore_finish(struct vm *vm, char *err, size_t errlen)
 {
 	struct kvm_clock_data clock;
 
-	if (!vm->state_clock_valid) {
-		snprintf(err, errlen, "vm: the clock was not restored");
+	if (!vm->state_clock_valid || vm->vcpus == NULL) {
+		snprintf(err, errlen, "vm: the clock or the vCPUs were not restored");
 		return -1;
 	}
 	memset(&clock, 0, sizeof(clock));

@@ -97,13 +97,13 @@ static uint16_t *next_io(struct vcpu *v, uint16_t *port, bool *in)
 
 static uint64_t read_tsc(struct vcpu *v)
 {
-	struct {
-		struct kvm_msrs h;
-		struct kvm_msr_entry e;
-	} m = {.h = {.nmsrs = 1}, .e = {.index = 0x10}};
+	uint64_t buf[(sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)) / 8] = {0};
+	struct kvm_msrs *m = (struct kvm_msrs *)buf;
 
-	assert_int_equal(ioctl(v->fd, KVM_GET_MSRS, &m), 1);
-	return m.e.data;
+	m->nmsrs = 1;
+	m->entries[0].index = 0x10; /* MSR_IA32_TSC */
+	assert_int_equal(ioctl(v->fd, KVM_GET_MSRS, m), 1);
+	return m->entries[0].data;
 }
 
 /* Make `vm` use KVM_GET/SET_SREGS and the 4 KiB KVM_GET_XSAVE, as on a
@@ -510,10 +510,7 @@ static uint8_t *cpuid_entry_in(struct sbuf *b, uint32_t fn, uint32_t idx)
 static void test_cpu_feature_the_host_lacks_is_refused(void **state)
 {
 	struct sbuf vcpu_out = {0}, vm_out = {0};
-	struct {
-		struct kvm_cpuid2 h;
-		struct kvm_cpuid_entry2 e[512];
-	} vc = {.h = {.nent = 512}};
+	struct kvm_cpuid2 *vc = calloc(1, sizeof(*vc) + 512 * sizeof(vc->entries[0]));
 	uint32_t ebx, has = 0;
 	uint8_t *e;
 	struct vm vm;
@@ -530,10 +527,13 @@ static void test_cpu_feature_the_host_lacks_is_refused(void **state)
 		if (vm.supported_cpuid->entries[i].function == 7 &&
 		    vm.supported_cpuid->entries[i].index == 0)
 			has |= vm.supported_cpuid->entries[i].ebx;
-	assert_int_equal(ioctl(vm.vcpus[0]->fd, KVM_GET_CPUID2, &vc), 0);
-	for (uint32_t i = 0; i < vc.h.nent; i++)
-		if (vc.e[i].function == 7 && vc.e[i].index == 0)
-			has |= vc.e[i].ebx;
+	assert_non_null(vc);
+	vc->nent = 512;
+	assert_int_equal(ioctl(vm.vcpus[0]->fd, KVM_GET_CPUID2, vc), 0);
+	for (uint32_t i = 0; i < vc->nent; i++)
+		if (vc->entries[i].function == 7 && vc->entries[i].index == 0)
+			has |= vc->entries[i].ebx;
+	free(vc);
 	for (int b = 0; b < 32 && bit < 0; b++)
 		if (!(has & (1u << b)))
 			bit = b;
