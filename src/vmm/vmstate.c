@@ -17,23 +17,24 @@
 #include "vmm/kvm.h"
 #include "vmm/vcpu.h"
 
-#define VMSTATE_VERSION     1
-#define VMSTATE_MAX_CPUID   512        /* entries, as kvm.c's KVM_CPUID_MAX_ENTRIES */
-#define VMSTATE_MAX_MSRS    1024       /* saved MSRs per vCPU */
-#define VMSTATE_MAX_XSAVE   (1u << 16) /* bytes: AMX needs ~11 KiB */
-#define VMSTATE_MIN_XSAVE   4096u      /* struct kvm_xsave */
-#define VMSTATE_MAX_XCRS    16         /* struct kvm_xcrs */
-#define TSC_TOLERANCE_PPM   250
+#define VMSTATE_VERSION       1
+#define VMSTATE_MAX_CPUID     512        /* entries, as kvm.c's KVM_CPUID_MAX_ENTRIES */
+#define VMSTATE_MAX_MSRS      1024       /* saved MSRs per vCPU */
+#define VMSTATE_MAX_XSAVE     (1u << 16) /* bytes: AMX needs ~11 KiB */
+#define VMSTATE_MIN_XSAVE     4096u      /* struct kvm_xsave */
+#define VMSTATE_MAX_XCRS      16         /* struct kvm_xcrs */
+#define TSC_TOLERANCE_PPM     250
 
-#define MSR_IA32_TSC        0x10u
-#define MSR_MTRR_CAP        0xfeu
-#define MSR_MTRR_PHYS_BASE0 0x200u
-#define MSR_MTRR_FIX64K     0x250u
-#define MSR_MTRR_FIX16K_0   0x258u
-#define MSR_MTRR_FIX16K_1   0x259u
-#define MSR_MTRR_FIX4K_0    0x268u /* to 0x26f */
-#define MSR_MTRR_DEF_TYPE   0x2ffu
-#define MTRR_MAX_VAR        16u /* variable ranges we save at most */
+#define MSR_IA32_TSC          0x10u
+#define MSR_IA32_TSC_DEADLINE 0x6e0u
+#define MSR_MTRR_CAP          0xfeu
+#define MSR_MTRR_PHYS_BASE0   0x200u
+#define MSR_MTRR_FIX64K       0x250u
+#define MSR_MTRR_FIX16K_0     0x258u
+#define MSR_MTRR_FIX16K_1     0x259u
+#define MSR_MTRR_FIX4K_0      0x268u /* to 0x26f */
+#define MSR_MTRR_DEF_TYPE     0x2ffu
+#define MTRR_MAX_VAR          16u /* variable ranges we save at most */
 
 /* Event flags this khyve saves and sets (it enables neither exception
  * payloads nor triple-fault events). */
@@ -945,6 +946,14 @@ static int set_xsave(struct vcpu *v, const struct vcpu_image *s, char *err, size
 	return rc;
 }
 
+/* Where an MSR goes in KVM_SET_MSRS: the TSC first and the TSC deadline
+ * last, as KVM arms the deadline timer against the guest TSC of the moment
+ * it is written (a fresh vCPU's is near 0: the timer would fire late). */
+static int msr_rank(uint32_t index)
+{
+	return index == MSR_IA32_TSC ? 0 : index == MSR_IA32_TSC_DEADLINE ? 2 : 1;
+}
+
 /* All saved MSRs in one call; a short count names the MSR KVM refused. */
 static int set_msrs(struct vcpu *v, const struct vcpu_image *s, char *err, size_t errlen)
 {
@@ -955,8 +964,10 @@ static int set_msrs(struct vcpu *v, const struct vcpu_image *s, char *err, size_
 		snprintf(err, errlen, "vCPU %u: out of memory", v->index);
 		return -1;
 	}
-	m->nmsrs = s->nmsrs;
-	memcpy(m->entries, s->msrs, s->nmsrs * sizeof(m->entries[0]));
+	for (int rank = 0; rank < 3; rank++)
+		for (uint32_t i = 0; i < s->nmsrs; i++)
+			if (msr_rank(s->msrs[i].index) == rank)
+				m->entries[m->nmsrs++] = s->msrs[i];
 	set = ioctl(v->fd, KVM_SET_MSRS, m);
 	if (set < 0)
 		snprintf(err, errlen, "vCPU %u: KVM_SET_MSRS: %s", v->index, strerror(errno));

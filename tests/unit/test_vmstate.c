@@ -20,14 +20,16 @@
 #include "vmm/vcpu.h"
 #include "vmm/vmstate.h"
 
-#define CODE_GPA     0x1000
-#define COUNT_GPA    0x2000
-#define SUM_GPA      0x2002
-#define OUT_PORT     0x10
-#define IN_PORT      0x11
-#define RAM_COPY     0x10000 /* the guest touches only the first 64 KiB */
-#define SAVE_AT      5       /* OUTs before the save */
-#define EVENTS_BYTES 27      /* the tail of a vCPU section after tsc_khz */
+#define CODE_GPA         0x1000
+#define COUNT_GPA        0x2000
+#define SUM_GPA          0x2002
+#define OUT_PORT         0x10
+#define IN_PORT          0x11
+#define RAM_COPY         0x10000 /* the guest touches only the first 64 KiB */
+#define SAVE_AT          5       /* OUTs before the save */
+#define EVENTS_BYTES     27      /* the tail of a vCPU section after tsc_khz */
+#define MSR_TSC          0x10
+#define MSR_TSC_DEADLINE 0x6e0
 
 /*
  * Real mode, DS = 0:
@@ -95,15 +97,49 @@ static uint16_t *next_io(struct vcpu *v, uint16_t *port, bool *in)
 	return NULL;
 }
 
-static uint64_t read_tsc(struct vcpu *v)
+static uint64_t read_msr(struct vcpu *v, uint32_t index)
 {
 	uint64_t buf[(sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)) / 8] = {0};
 	struct kvm_msrs *m = (struct kvm_msrs *)buf;
 
 	m->nmsrs = 1;
-	m->entries[0].index = 0x10; /* MSR_IA32_TSC */
+	m->entries[0].index = index;
 	assert_int_equal(ioctl(v->fd, KVM_GET_MSRS, m), 1);
 	return m->entries[0].data;
+}
+
+static void write_msr(struct vcpu *v, uint32_t index, uint64_t value)
+{
+	uint64_t buf[(sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)) / 8] = {0};
+	struct kvm_msrs *m = (struct kvm_msrs *)buf;
+
+	m->nmsrs = 1;
+	m->entries[0].index = index;
+	m->entries[0].data = value;
+	assert_int_equal(ioctl(v->fd, KVM_SET_MSRS, m), 1);
+}
+
+static uint64_t read_tsc(struct vcpu *v)
+{
+	return read_msr(v, MSR_TSC);
+}
+
+/*
+ * Arm the LAPIC timer in TSC-deadline mode (masked) with a deadline far
+ * ahead; the deadline it reads back, or 0 when this KVM does not offer
+ * the mode.  A restore must set the deadline after the LAPIC (else KVM
+ * drops it: the timer is not in deadline mode yet) and after the TSC.
+ */
+static uint64_t arm_tsc_deadline(struct vcpu *v)
+{
+	struct kvm_lapic_state lapic;
+	uint32_t lvtt = 1u << 18 | 1u << 16 | 0x40; /* deadline mode, masked, vector */
+
+	assert_int_equal(ioctl(v->fd, KVM_GET_LAPIC, &lapic), 0);
+	memcpy(&lapic.regs[0x320], &lvtt, sizeof(lvtt));
+	assert_int_equal(ioctl(v->fd, KVM_SET_LAPIC, &lapic), 0);
+	write_msr(v, MSR_TSC_DEADLINE, read_tsc(v) + 1000000000000ull);
+	return read_msr(v, MSR_TSC_DEADLINE);
 }
 
 /* Make `vm` use KVM_GET/SET_SREGS and the 4 KiB KVM_GET_XSAVE, as on a
@@ -137,7 +173,7 @@ static uint16_t ram_u16(struct vm *vm, uint64_t gpa)
  * the sum the guest will have once it has added the last IN.
  */
 static uint16_t run_and_save(struct vm *vm, struct sbuf *vcpu_out, struct sbuf *vm_out,
-                             uint8_t *ram, uint64_t *tsc)
+                             uint8_t *ram, uint64_t *tsc, uint64_t *deadline)
 {
 	struct vcpu *v = vm->vcpus[0];
 	unsigned outs = 0;
@@ -172,6 +208,7 @@ static uint16_t run_and_save(struct vm *vm, struct sbuf *vcpu_out, struct sbuf *
 	assert_int_equal(ioctl(v->fd, KVM_GET_REGS, &r), 0);
 	assert_int_equal(r.rax & 0xffff, in_value(SAVE_AT));
 	assert_int_equal(r.rip, CODE_GPA + 0xb); /* at the add */
+	*deadline = arm_tsc_deadline(v);
 	*tsc = read_tsc(v);
 	if (vcpu_state_save(v, vcpu_out, err, sizeof(err)) < 0 ||
 	    vm_state_save(vm, vm_out, err, sizeof(err)) < 0)
@@ -184,10 +221,10 @@ static void save_one(struct sbuf *vcpu_out, struct sbuf *vm_out)
 {
 	static uint8_t ram[RAM_COPY];
 	struct vm vm;
-	uint64_t tsc;
+	uint64_t tsc, deadline;
 
 	make_vm(&vm, 1);
-	run_and_save(&vm, vcpu_out, vm_out, ram, &tsc);
+	run_and_save(&vm, vcpu_out, vm_out, ram, &tsc, &deadline);
 	vm_destroy(&vm);
 }
 
@@ -212,14 +249,14 @@ static void round_trip(bool legacy)
 	struct vm vm;
 	char err[256] = "";
 	uint16_t sum, port, *data;
-	uint64_t tsc, now;
+	uint64_t tsc, now, deadline;
 	int fresh_irq4;
 	bool in;
 
 	make_vm(&vm, 1);
 	if (legacy)
 		force_legacy_ioctls(&vm);
-	sum = run_and_save(&vm, &vcpu_out, &vm_out, ram, &tsc);
+	sum = run_and_save(&vm, &vcpu_out, &vm_out, ram, &tsc, &deadline);
 	vm_destroy(&vm);
 
 	make_vm(&vm, 1);
@@ -244,6 +281,10 @@ static void round_trip(bool legacy)
 	now = read_tsc(vm.vcpus[0]);
 	assert_true(now >= tsc);
 	assert_true(now - tsc < 20000000000ull);
+	if (deadline != 0)
+		assert_int_equal(read_msr(vm.vcpus[0], MSR_TSC_DEADLINE), deadline);
+	else
+		fprintf(stderr, "note: this KVM has no TSC-deadline timer; not checked\n");
 
 	data = next_io(vm.vcpus[0], &port, &in);
 	assert_false(in);
