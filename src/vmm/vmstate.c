@@ -34,6 +34,8 @@
 #define MSR_MTRR_FIX16K_1     0x259u
 #define MSR_MTRR_FIX4K_0      0x268u /* to 0x26f */
 #define MSR_MTRR_DEF_TYPE     0x2ffu
+#define X86_CR4_VMXE          (1ull << 13)
+#define X86_EFER_SVME         (1ull << 12)
 #define MTRR_MAX_VAR          16u /* variable ranges we save at most */
 
 /* Event flags this khyve saves and sets (it enables neither exception
@@ -344,6 +346,23 @@ static int get_tsc_khz(struct vcpu *v, struct vcpu_image *s, char *err, size_t e
 	return 0;
 }
 
+/* A guest that turned on VMX or SVM has nested state this khyve does not
+ * save (KVM_GET_NESTED_STATE): a restore would lose its own guests. */
+static bool nested_in_use(struct vcpu *v, const struct vcpu_image *s, char *err, size_t errlen)
+{
+	const char *what = NULL;
+
+	if (s->sregs.cr4 & X86_CR4_VMXE)
+		what = "VMX (CR4.VMXE)";
+	else if (s->sregs.efer & X86_EFER_SVME)
+		what = "SVM (EFER.SVME)";
+	if (what == NULL)
+		return false;
+	snprintf(err, errlen, "vCPU %u: the guest uses %s; khyve cannot save nested state",
+	         v->index, what);
+	return true;
+}
+
 /* The save order (design section 2): MP state first, events last. */
 static int vcpu_read(struct vcpu *v, struct vcpu_image *s, char *err, size_t errlen)
 {
@@ -361,6 +380,8 @@ static int vcpu_read(struct vcpu *v, struct vcpu_image *s, char *err, size_t err
 	    vcpu_ioctl(v, KVM_GET_VCPU_EVENTS, &s->events, "KVM_GET_VCPU_EVENTS", err, errlen) < 0)
 		return -1;
 	s->mp_state = mp.mp_state;
+	if (nested_in_use(v, s, err, errlen))
+		return -1;
 	if (s->xcrs.nr_xcrs > VMSTATE_MAX_XCRS)
 		s->xcrs.nr_xcrs = VMSTATE_MAX_XCRS;
 	s->events.flags &= EVENTS_FLAGS;

@@ -30,8 +30,9 @@ struct vm;
  * the MTRRs), TSC kHz and vCPU events.  KVM_GET_MP_STATE comes first
  * (it runs kvm_apic_accept_events, which may change the LAPIC) and
  * KVM_GET_VCPU_EVENTS last.  The vCPU must not be running: its thread is
- * parked after vcpu_complete_io().  0, or -1 with one line in `err`
- * ("vCPU 1: KVM_GET_XSAVE2: Invalid argument").
+ * parked after vcpu_complete_io().  Refuses a guest that turned on VMX
+ * or SVM (CR4.VMXE, EFER.SVME): its nested state is not saved.  0, or -1
+ * with one line in `err` ("vCPU 1: KVM_GET_XSAVE2: Invalid argument").
  */
 int vcpu_state_save(struct vcpu *v, struct sbuf *out, char *err, size_t errlen);
 

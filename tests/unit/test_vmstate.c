@@ -480,6 +480,38 @@ static void test_halted_vcpu_restores_halted(void **state)
 	sbuf_free(&out[1]);
 }
 
+/* A guest with VMX or SVM on is refused at save (its nested state would
+ * be lost); skipped where KVM offers neither (PVM). */
+static void test_guest_using_vmx_or_svm_is_not_saved(void **state)
+{
+	struct sbuf out = {0};
+	struct kvm_sregs sr;
+	struct vm vm;
+	char err[256] = "";
+	bool on;
+
+	(void)state;
+	if (!kvm_available())
+		skip();
+	make_vm(&vm, 1);
+	assert_int_equal(ioctl(vm.vcpus[0]->fd, KVM_GET_SREGS, &sr), 0);
+	sr.cr4 |= 1ull << 13; /* VMXE */
+	on = ioctl(vm.vcpus[0]->fd, KVM_SET_SREGS, &sr) == 0;
+	if (!on) {
+		sr.cr4 &= ~(1ull << 13);
+		sr.efer |= 1ull << 12; /* SVME */
+		on = ioctl(vm.vcpus[0]->fd, KVM_SET_SREGS, &sr) == 0;
+	}
+	if (on) {
+		assert_int_equal(vcpu_state_save(vm.vcpus[0], &out, err, sizeof(err)), -1);
+		assert_contains(err, "cannot save nested state");
+	}
+	vm_destroy(&vm);
+	sbuf_free(&out);
+	if (!on)
+		skip();
+}
+
 /* Restore `len` bytes of `data` onto a fresh vCPU: the error line, or ""
  * when it was taken. */
 static void restore_edited(const uint8_t *data, size_t len, char *err, size_t errlen)
@@ -632,6 +664,7 @@ int main(void)
 	    cmocka_unit_test(test_msr_list_has_the_tsc),
 	    cmocka_unit_test(test_ap_waiting_for_sipi_keeps_its_mp_state),
 	    cmocka_unit_test(test_halted_vcpu_restores_halted),
+	    cmocka_unit_test(test_guest_using_vmx_or_svm_is_not_saved),
 	    cmocka_unit_test(test_truncated_and_bad_version_are_refused),
 	    cmocka_unit_test(test_cpu_feature_the_host_lacks_is_refused),
 	    cmocka_unit_test(test_tsc_rate_off_by_one_percent_is_refused),
