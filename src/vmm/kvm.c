@@ -350,6 +350,7 @@ void vm_destroy(struct vm *vm)
 	for (unsigned i = 0; i < vm->mem.nregions; i++)
 		munmap(vm->mem.region[i].hva, vm->mem.region[i].size);
 	free(vm->supported_cpuid);
+	free(vm->state_msrs);
 	if (vm->vm_fd >= 0)
 		close(vm->vm_fd);
 	if (vm->kvm_fd >= 0)

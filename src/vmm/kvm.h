@@ -37,6 +37,18 @@ struct vm {
 	struct cpu_topology topo;
 	struct vcpu **vcpus; /* ncpus entries */
 	struct kvm_cpuid2 *supported_cpuid;
+	/* What saving and restoring vCPU state may use, probed by
+	 * vmm/vmstate.c on the first save or restore (state_probed). */
+	bool state_probed;
+	bool state_sregs2;         /* KVM_CAP_SREGS2 */
+	bool state_xsave2;         /* KVM_CAP_XSAVE2: KVM_GET_XSAVE2 exists */
+	bool state_tsc_control;    /* KVM_CAP_TSC_CONTROL: KVM_SET_TSC_KHZ scales */
+	uint32_t state_xsave_size; /* bytes KVM_GET_XSAVE(2) fills, >= 4096 */
+	uint32_t *state_msrs;      /* MSR indices a vCPU saves; malloc()ed, NULL until
+	                            * the first save; freed by vm_destroy() */
+	unsigned state_nmsrs;
+	bool state_clock_valid; /* vm_state_restore() read state_clock (ns) */
+	uint64_t state_clock;
 };
 
 /*

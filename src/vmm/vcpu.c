@@ -184,10 +184,13 @@ int vcpu_run(struct vcpu *v)
 {
 	int rc = ioctl(v->fd, KVM_RUN, 0);
 	int err = errno;
-	uint64_t *c = &v->exits[exit_kind(v, rc, err)];
+	enum vcpu_exit_kind kind = exit_kind(v, rc, err);
+	uint64_t *c = &v->exits[kind];
 
 	/* Only this vCPU's thread writes: no locked add. */
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	/* Any KVM_RUN completes the previous exit's instruction first. */
+	v->io_pending = rc == 0 && (kind == VCPU_EXIT_IO || kind == VCPU_EXIT_MMIO);
 	errno = err;
 	return rc;
 }

@@ -37,6 +37,10 @@ struct vcpu {
 	/* KVM_RUN returns by kind: written by vcpu_run() on the vCPU's own
 	 * thread (relaxed atomic loads and stores), read from any thread. */
 	uint64_t exits[VCPU_EXIT_KINDS];
+	/* The last KVM_RUN returned KVM_EXIT_IO or KVM_EXIT_MMIO: the
+	 * instruction completes only when KVM_RUN is entered again
+	 * (vcpu_complete_io() in vmm/vmstate.h).  The vCPU's thread only. */
+	bool io_pending;
 };
 
 /* How the bootstrap processor starts. */
