@@ -9,6 +9,7 @@
 #include "unit.h"
 
 #include "core/machine.h"
+#include "core/mevent.h"
 #include "core/snapshot.h"
 #include "dev/lpc.h"
 #include "lib/config.h"
@@ -34,22 +35,26 @@ static struct machine *new_machine(void)
 	return nmachines < ARRAY_LEN(machines) ? &machines[nmachines++] : NULL;
 }
 
-/* A machine with the built-in devices, pc-testdev and the firmware
- * debug console. */
-static int init_machine(struct fixture *f, struct machine *m)
+/* A machine with the built-in devices, pc-testdev, the firmware debug
+ * console, and with `com3` COM3 on a pty (a process has at most four pty
+ * links, so only the tests of the serial port ask for it). */
+static int init_machine(struct fixture *f, struct machine *m, bool com3)
 {
-	char *log;
+	char log[512], pty[512];
 	char err[256] = "";
 
-	if (asprintf(&log, "%s/debugcon.log", f->dir) < 0)
-		return -1;
+	snprintf(log, sizeof(log), "%s/debugcon.log", f->dir);
+	snprintf(pty, sizeof(pty), "pty=%s/com3-%u", f->dir, nmachines);
 	config_reset();
-	if (config_set("lpc.pc-testdev", "true") < 0 || config_set("lpc.debugcon.path", log) < 0) {
-		free(log);
+	if (config_set("lpc.pc-testdev", "true") < 0 || config_set("lpc.debugcon.path", log) < 0)
 		return -1;
-	}
-	free(log);
+	if (com3 &&
+	    (config_set("lpc.com3.path", pty) < 0 || config_set("lpc.com3.escape", "none") < 0))
+		return -1;
 	if (m == NULL || machine_init_detached(m, "unit", NULL, 0, 0) < 0)
+		return -1;
+	m->loop = mevent_loop_create(); /* the serial ports' back ends watch it */
+	if (m->loop == NULL)
 		return -1;
 	if (lpc_init_devices(m, err, sizeof(err)) < 0) {
 		fprintf(stderr, "lpc_init_devices: %s\n", err);
@@ -58,7 +63,7 @@ static int init_machine(struct fixture *f, struct machine *m)
 	return 0;
 }
 
-static int setup(void **state)
+static int setup_with(void **state, bool com3)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 
@@ -67,7 +72,17 @@ static int setup(void **state)
 	f->dir = unit_mkdtemp();
 	*state = f;
 	f->m = new_machine();
-	return f->dir != NULL ? init_machine(f, f->m) : -1;
+	return f->dir != NULL ? init_machine(f, f->m, com3) : -1;
+}
+
+static int setup(void **state)
+{
+	return setup_with(state, false);
+}
+
+static int setup_com3(void **state)
+{
+	return setup_with(state, true);
 }
 
 static int teardown(void **state)
@@ -111,8 +126,9 @@ static int restore_section(struct machine *m, const char *name, const uint8_t *d
 static void test_every_device_registers(void **state)
 {
 	struct fixture *f = *state;
-	static const char *const names[] = {"lpc.rtc",        "lpc.pm",        "lpc.atkbdc",
-	                                    "lpc.pc-testdev", "lpc.debugport", "lpc.debugcon"};
+	static const char *const names[] = {"lpc.com3",    "lpc.rtc",        "lpc.pm",
+	                                    "lpc.atkbdc",  "lpc.pc-testdev", "lpc.debugport",
+	                                    "lpc.debugcon"};
 
 	for (size_t i = 0; i < ARRAY_LEN(names); i++) {
 		const struct state_participant *p = machine_state_find(f->m, names[i]);
@@ -156,7 +172,7 @@ static void test_testdev_round_trip(void **state)
 	save_section(f->m, "lpc.pc-testdev", &b);
 	assert_int_equal(b.len, 2 + 4 + 0x10000);
 	/* A second machine, as a new process builds it from the same options. */
-	assert_int_equal(init_machine(f, m2), 0);
+	assert_int_equal(init_machine(f, m2, false), 0);
 	assert_int_equal(iomem_read(m2, 0), 0);
 	assert_int_equal(restore_section(m2, "lpc.pc-testdev", b.data, b.len, err, sizeof(err)), 0);
 	assert_int_equal(iomem_read(m2, 0), 0x1122334455667788ull);
@@ -179,6 +195,49 @@ static void test_testdev_round_trip(void **state)
 	assert_int_equal(iomem_read(m2, 0), 42);
 	free(bad);
 	sbuf_free(&b);
+}
+
+static uint8_t port_read(struct machine *m, uint16_t port)
+{
+	uint64_t v = 0;
+
+	assert_true(iobus_access(&m->pio, port, 1, false, &v));
+	return (uint8_t)v;
+}
+
+static void port_write(struct machine *m, uint16_t port, uint8_t v)
+{
+	uint64_t val = v;
+
+	assert_true(iobus_access(&m->pio, port, 1, true, &val));
+}
+
+/* COM3 at 0x3e8 and the RTC through the machine's port bus: each section
+ * restores into the device of the same name in a second machine only. */
+static void test_ports_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct machine *m2 = new_machine();
+	struct sbuf com3, rtc;
+	char err[128] = "";
+
+	port_write(f->m, 0x3e8 + 7, 0x5a); /* COM3's scratch register */
+	port_write(f->m, 0x3e8 + 3, 0x1b); /* LCR */
+	port_write(f->m, 0x70, 0x40);
+	port_write(f->m, 0x71, 0x99); /* CMOS NVRAM byte 0x40 */
+	save_section(f->m, "lpc.com3", &com3);
+	save_section(f->m, "lpc.rtc", &rtc);
+	assert_int_equal(init_machine(f, m2, true), 0);
+	assert_int_equal(restore_section(m2, "lpc.com3", com3.data, com3.len, err, sizeof(err)), 0);
+	assert_int_equal(restore_section(m2, "lpc.rtc", rtc.data, rtc.len, err, sizeof(err)), 0);
+	assert_int_equal(port_read(m2, 0x3e8 + 7), 0x5a);
+	assert_int_equal(port_read(m2, 0x3e8 + 3), 0x1b);
+	assert_int_equal(port_read(m2, 0x70), 0x40);
+	assert_int_equal(port_read(m2, 0x71), 0x99);
+	/* Another device's section is refused by this one's checks. */
+	assert_int_equal(restore_section(m2, "lpc.com3", rtc.data, rtc.len, err, sizeof(err)), -1);
+	sbuf_free(&com3);
+	sbuf_free(&rtc);
 }
 
 /* Version-only sections: accepted as saved, refused with any other
@@ -211,8 +270,9 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
-	    T(test_every_device_registers),
+	    cmocka_unit_test_setup_teardown(test_every_device_registers, setup_com3, teardown),
 	    T(test_testdev_round_trip),
+	    cmocka_unit_test_setup_teardown(test_ports_round_trip, setup_com3, teardown),
 	    T(test_version_only_sections),
 	};
 #undef T
