@@ -71,6 +71,10 @@ static int attach_vars(struct machine *m, uint64_t rom_size, char *err, size_t e
 	m->vars = pflash_open(path, err, errlen);
 	if (m->vars == NULL)
 		return -1;
+	if (pflash_add_state(m, m->vars) < 0) {
+		snprintf(err, errlen, "variable store: cannot register its saved state");
+		return -1;
+	}
 	base = FOUR_GIB - rom_size - pflash_size(m->vars);
 	if (machine_register_mmio(m, base, pflash_size(m->vars), pflash_access, m->vars,
 	                          "bootvars") < 0) {

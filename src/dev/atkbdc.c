@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/console.h"
 #include "core/machine.h"
@@ -403,6 +404,125 @@ void atkbdc_free(struct atkbdc *k)
 	free(k);
 }
 
+/* ---- saved state ---- */
+
+#define ATKBDC_STATE_VERSION 1
+
+/* The controller's own fields of a section, checked before any is applied. */
+struct atkbdc_saved {
+	uint8_t ram[RAM_SIZE];
+	uint8_t outport, pending_cmd, out;
+	bool a2, out_full, out_aux, xlate_break;
+	struct ctrl_byte ctrlq[CTRL_QUEUE];
+	unsigned nctrl;
+};
+
+static int atkbdc_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	struct atkbdc *k = arg;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&k->lock);
+	sbuf_put_u16(out, ATKBDC_STATE_VERSION);
+	sbuf_put_bytes(out, k->ram, RAM_SIZE);
+	sbuf_put_u8(out, k->outport);
+	sbuf_put_u8(out, k->pending_cmd);
+	sbuf_put_bool(out, k->a2);
+	sbuf_put_u8(out, k->out);
+	sbuf_put_bool(out, k->out_full);
+	sbuf_put_bool(out, k->out_aux);
+	sbuf_put_bool(out, k->xlate_break);
+	sbuf_put_u8(out, (uint8_t)k->nctrl);
+	for (unsigned i = 0; i < k->nctrl; i++) {
+		sbuf_put_u8(out, k->ctrlq[i].val);
+		sbuf_put_bool(out, k->ctrlq[i].aux);
+	}
+	ps2kbd_save(k->kbd, out);
+	ps2mouse_save(k->mouse, out);
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+/* A command that waits for a data byte (see command()), or 0. */
+static bool pending_cmd_ok(uint8_t cmd)
+{
+	return cmd == 0 || (cmd > CMD_WRITE_RAM && cmd < CMD_WRITE_RAM + RAM_SIZE) ||
+	       cmd == CMD_WRITE_RAM || (cmd >= CMD_WRITE_OUTPORT && cmd <= CMD_WRITE_AUX);
+}
+
+static void atkbdc_read_saved(struct sbuf_reader *in, struct atkbdc_saved *s)
+{
+	sbuf_get_bytes(in, s->ram, RAM_SIZE);
+	s->outport = sbuf_get_u8(in);
+	s->pending_cmd = sbuf_get_u8(in);
+	s->a2 = sbuf_get_bool(in);
+	s->out = sbuf_get_u8(in);
+	s->out_full = sbuf_get_bool(in);
+	s->out_aux = sbuf_get_bool(in);
+	s->xlate_break = sbuf_get_bool(in);
+	s->nctrl = sbuf_get_u8(in);
+	if (s->nctrl > CTRL_QUEUE) {
+		sbuf_fail(in, "controller queue count %u > %u", s->nctrl, CTRL_QUEUE);
+		return;
+	}
+	for (unsigned i = 0; i < s->nctrl; i++) {
+		s->ctrlq[i].val = sbuf_get_u8(in);
+		s->ctrlq[i].aux = sbuf_get_bool(in);
+	}
+	if (!pending_cmd_ok(s->pending_cmd))
+		sbuf_fail(in, "pending command 0x%02x takes no data", s->pending_cmd);
+	if (!(s->outport & OP_RESET))
+		sbuf_fail(in, "output port 0x%02x holds the CPU in reset", s->outport);
+}
+
+static int atkbdc_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct atkbdc *k = arg;
+	struct atkbdc_saved s;
+	struct ps2kbd *kbd = NULL, *old_kbd;
+	struct ps2mouse *mouse = NULL, *old_mouse;
+
+	if (sbuf_get_version(in, ATKBDC_STATE_VERSION) == 0)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	atkbdc_read_saved(in, &s);
+	if (!in->failed)
+		kbd = ps2kbd_load(in);
+	if (!in->failed)
+		mouse = ps2mouse_load(in);
+	if (in->failed) {
+		ps2kbd_free(kbd);
+		ps2mouse_free(mouse);
+		return snprintf(err, errlen, "%s", in->why), -1;
+	}
+	pthread_mutex_lock(&k->lock);
+	memcpy(k->ram, s.ram, RAM_SIZE);
+	k->outport = s.outport;
+	k->pending_cmd = s.pending_cmd;
+	k->a2 = s.a2;
+	k->out = s.out;
+	k->out_full = s.out_full;
+	k->out_aux = s.out_aux;
+	k->xlate_break = s.xlate_break;
+	memcpy(k->ctrlq, s.ctrlq, sizeof(s.ctrlq));
+	k->nctrl = s.nctrl;
+	old_kbd = k->kbd;
+	old_mouse = k->mouse;
+	k->kbd = kbd;
+	k->mouse = mouse;
+	k->irqs = 0;
+	k->reset = false;
+	pthread_mutex_unlock(&k->lock);
+	ps2kbd_free(old_kbd);
+	ps2mouse_free(old_mouse);
+	return 0;
+}
+
+const struct state_ops atkbdc_state_ops = {
+    .save = atkbdc_save,
+    .restore = atkbdc_restore,
+};
+
 /* ---- the LPC device: ports, interrupts, reset, console, DSDT ---- */
 
 static void lpc_pulse_irq(void *arg, unsigned irq)
@@ -449,6 +569,10 @@ static int atkbdc_init(struct machine *m, char *err, size_t errlen)
 
 	if (k == NULL) {
 		snprintf(err, errlen, "atkbdc: out of memory");
+		return -1;
+	}
+	if (machine_add_state(m, "lpc.atkbdc", &atkbdc_state_ops, k) < 0) {
+		snprintf(err, errlen, "atkbdc: cannot register its saved state");
 		return -1;
 	}
 	/* Two registrations: 0x61 between them is the in-kernel PIT's speaker port. */

@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/snapshot.h"
+
 #define ATKBDC_DATA_PORT 0x60
 #define ATKBDC_CMD_PORT  0x64
 #define ATKBDC_KBD_IRQ   1
@@ -52,5 +54,17 @@ void atkbdc_pointer(void *arg, uint8_t buttons, uint32_t x, uint32_t y, uint32_t
 
 /* The keyboard's LED bits (bit 0 Scroll, 1 Num, 2 Caps Lock). */
 uint8_t atkbdc_leds(struct atkbdc *k);
+
+/*
+ * Saved state (docs/design/snapshots.md section 2, "dev"), one section
+ * "lpc.atkbdc" for the controller and both devices: `arg` is the struct
+ * atkbdc.  Version 1: controller RAM, output port, the pending command,
+ * the output buffer and the controller's reply queue, then the keyboard's
+ * (ps2kbd_save) and the mouse's (ps2mouse_save) fields.  Interrupts are
+ * edges already delivered (the in-kernel PIC's saved state holds what is
+ * pending), so a restore raises none; a byte waiting in the output buffer
+ * is read by the guest's handler as before.
+ */
+extern const struct state_ops atkbdc_state_ops;
 
 #endif

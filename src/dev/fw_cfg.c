@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sha2.h>
+
 #include "core/machine.h"
 #include "dev/lpc.h"
 #include "lib/config.h"
@@ -336,6 +338,101 @@ int fw_cfg_access(void *arg, uint64_t offset, unsigned size, bool is_write, uint
 	return 0;
 }
 
+/* ---- saved state ---- */
+
+#define FW_CFG_STATE_VERSION 1
+#define FW_CFG_HASH_LEN      SHA256_DIGEST_LENGTH
+
+static void hash_u32(SHA2_CTX *c, uint32_t v)
+{
+	uint8_t b[4];
+
+	put_be32(b, v);
+	SHA256Update(c, b, sizeof(b));
+}
+
+static void hash_blob(SHA2_CTX *c, const struct fw_blob *b)
+{
+	hash_u32(c, b->len);
+	if (b->len)
+		SHA256Update(c, b->data, b->len);
+}
+
+/* What the guest can read, in a fixed order: the directory (names, sizes,
+ * selectors), each file's bytes, then each keyed item with its key. */
+static void items_hash(const struct fw_cfg *fw, uint8_t out[FW_CFG_HASH_LEN])
+{
+	SHA2_CTX c;
+
+	SHA256Init(&c);
+	hash_blob(&c, &fw->dir);
+	for (unsigned i = 0; i < fw->nfiles; i++)
+		hash_blob(&c, &fw->file[i].b);
+	hash_u32(&c, fw->nitems);
+	for (unsigned i = 0; i < fw->nitems; i++) {
+		hash_u32(&c, fw->item[i].key);
+		hash_blob(&c, &fw->item[i].b);
+	}
+	SHA256Final(out, &c);
+}
+
+static int fw_cfg_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	struct fw_cfg *fw = arg;
+	uint8_t hash[FW_CFG_HASH_LEN];
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&fw->lock);
+	items_hash(fw, hash);
+	sbuf_put_u16(out, FW_CFG_STATE_VERSION);
+	sbuf_put_u16(out, fw->sel);
+	sbuf_put_u32(out, fw->off);
+	sbuf_put_u32(out, fw->dma_hi);
+	sbuf_put_bytes(out, hash, sizeof(hash));
+	pthread_mutex_unlock(&fw->lock);
+	return 0;
+}
+
+static int fw_cfg_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct fw_cfg *fw = arg;
+	uint8_t saved[FW_CFG_HASH_LEN], now[FW_CFG_HASH_LEN];
+	const struct fw_blob *b;
+	uint16_t sel;
+	uint32_t off, dma_hi;
+
+	if (sbuf_get_version(in, FW_CFG_STATE_VERSION) == 0)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	sel = sbuf_get_u16(in);
+	off = sbuf_get_u32(in);
+	dma_hi = sbuf_get_u32(in);
+	sbuf_get_bytes(in, saved, sizeof(saved));
+	if (in->failed)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	pthread_mutex_lock(&fw->lock);
+	items_hash(fw, now);
+	b = lookup(fw, sel);
+	if (memcmp(saved, now, sizeof(now)) != 0)
+		sbuf_fail(in, "fw_cfg items differ from the saved machine");
+	else if (off > (b != NULL ? b->len : 0)) /* reads saturate at the item's end */
+		sbuf_fail(in, "offset %u past the end of item 0x%04x", off, sel);
+	if (!in->failed) {
+		fw->sel = sel;
+		fw->off = off;
+		fw->dma_hi = dma_hi;
+	}
+	pthread_mutex_unlock(&fw->lock);
+	if (in->failed)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	return 0;
+}
+
+const struct state_ops fw_cfg_state_ops = {
+    .save = fw_cfg_save,
+    .restore = fw_cfg_restore,
+};
+
 /* ---- the VM's instance ---- */
 
 static struct fw_cfg *machine_fw;
@@ -370,6 +467,10 @@ static int fw_cfg_init(struct machine *m, char *err, size_t errlen)
 	machine_fw = fw_cfg_create(&m->vm.mem);
 	if (machine_fw == NULL) {
 		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (machine_add_state(m, "lpc.fw_cfg", &fw_cfg_state_ops, machine_fw) < 0) {
+		snprintf(err, errlen, "fw_cfg: cannot register its saved state");
 		return -1;
 	}
 	if (machine_register_pio(m, FW_CFG_PORT_SEL, 2, fw_cfg_access, machine_fw, "fw_cfg") < 0 ||

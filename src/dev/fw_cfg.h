@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/snapshot.h"
+
 struct guest_mem;
 struct machine;
 
@@ -109,6 +111,17 @@ const uint8_t *fw_cfg_file(const struct fw_cfg *fw, const char *name, size_t *le
  * 4); the iobus handler.  Always 0: the guest cannot make it fail.
  */
 int fw_cfg_access(void *fw, uint64_t offset, unsigned size, bool is_write, uint64_t *val);
+
+/*
+ * Saved state (docs/design/snapshots.md section 2, "dev"): `arg` is the
+ * struct fw_cfg.  Version 1: the selector, the read offset, the DMA
+ * address's high half, and a SHA-256 over every item (the directory, each
+ * file and keyed item with its name or key and length).  The items are
+ * rebuilt from the options at start, not saved; a restore whose items
+ * hash differently is refused ("fw_cfg items differ from the saved
+ * machine"), since a guest caught mid-read would get other bytes.
+ */
+extern const struct state_ops fw_cfg_state_ops;
 
 /* The device this VM created at start-up (lpc.fwcfg=qemu), NULL if none. */
 struct fw_cfg *fw_cfg_machine_device(void);

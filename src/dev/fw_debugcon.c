@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/machine.h"
+#include "core/snapshot.h"
 #include "dev/lpc.h"
 #include "lib/config.h"
 #include "lib/file.h"
@@ -33,6 +34,35 @@ static int fw_debugcon_port(void *arg, uint64_t offset, unsigned size, bool is_w
 	return 0;
 }
 
+/*
+ * Saved state, section "lpc.debugcon": only the version (1).  The port
+ * has no state the guest sees (the file is reopened from the options); a
+ * checkpoint lists it so that every device is accounted for.
+ */
+#define FW_DEBUGCON_STATE_VERSION 1
+
+static int fw_debugcon_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	(void)arg;
+	(void)err;
+	(void)errlen;
+	sbuf_put_u16(out, FW_DEBUGCON_STATE_VERSION);
+	return 0;
+}
+
+static int fw_debugcon_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	(void)arg;
+	if (sbuf_get_version(in, FW_DEBUGCON_STATE_VERSION) == 0)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	return 0;
+}
+
+static const struct state_ops fw_debugcon_state_ops = {
+    .save = fw_debugcon_save,
+    .restore = fw_debugcon_restore,
+};
+
 static int fw_debugcon_init(struct machine *m, char *err, size_t errlen)
 {
 	const char *path = config_get("lpc.debugcon.path");
@@ -43,6 +73,10 @@ static int fw_debugcon_init(struct machine *m, char *err, size_t errlen)
 	fd = file_open_append(path, err, errlen);
 	if (fd < 0)
 		return -1;
+	if (machine_add_state(m, "lpc.debugcon", &fw_debugcon_state_ops, &fd) < 0) {
+		snprintf(err, errlen, "debugcon: cannot register its saved state");
+		return -1;
+	}
 	return machine_register_pio(m, FW_DEBUGCON_PORT, 1, fw_debugcon_port, &fd, "debugcon");
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/machine.h"
+#include "core/snapshot.h"
 #include "dev/lpc.h"
 #include "lib/config.h"
 #include "lib/file.h"
@@ -72,6 +73,53 @@ static int iomem_access(void *arg, uint64_t offset, unsigned size, bool is_write
 	return 0;
 }
 
+/*
+ * Saved state, section "lpc.pc-testdev", version 1: the MMIO scratch
+ * memory, which the guest reads back.  The exit and debug console ports
+ * have none (the console's file is reopened from the options).
+ */
+#define TESTDEV_STATE_VERSION 1
+
+static int testdev_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	struct testdev *t = arg;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&t->lock);
+	sbuf_put_u16(out, TESTDEV_STATE_VERSION);
+	sbuf_put_u32(out, TESTDEV_IOMEM_SIZE);
+	sbuf_put_bytes(out, t->iomem, TESTDEV_IOMEM_SIZE);
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+static int testdev_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct testdev *t = arg;
+	uint32_t len;
+
+	if (sbuf_get_version(in, TESTDEV_STATE_VERSION) == 0)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	len = sbuf_get_u32(in);
+	if (!in->failed && len != TESTDEV_IOMEM_SIZE)
+		sbuf_fail(in, "scratch memory of %u bytes, not %u", len, TESTDEV_IOMEM_SIZE);
+	/* Whole or not at all: check the length is there before copying. */
+	if (!in->failed && in->len - in->off < TESTDEV_IOMEM_SIZE)
+		sbuf_fail(in, "truncated");
+	if (in->failed)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	pthread_mutex_lock(&t->lock);
+	sbuf_get_bytes(in, t->iomem, TESTDEV_IOMEM_SIZE);
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+static const struct state_ops testdev_state_ops = {
+    .save = testdev_save,
+    .restore = testdev_restore,
+};
+
 static int testdev_open_debugcon(struct testdev *t, char *err, size_t errlen)
 {
 	const char *path = config_get("lpc.pc-testdev-debugcon");
@@ -114,6 +162,10 @@ static int testdev_init(struct machine *m, char *err, size_t errlen)
 	    machine_register_mmio(m, TESTDEV_IOMEM_GPA, TESTDEV_IOMEM_SIZE, iomem_access, t,
 	                          "pc-testdev-iomem") < 0) {
 		snprintf(err, errlen, "pc-testdev ports are already taken");
+		return -1;
+	}
+	if (machine_add_state(m, "lpc.pc-testdev", &testdev_state_ops, t) < 0) {
+		snprintf(err, errlen, "pc-testdev: cannot register its saved state");
 		return -1;
 	}
 	return 0;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/machine.h"
 #include "lib/log.h"
 
 #define CMD_READ_ARRAY    0xff
@@ -257,4 +258,60 @@ int pflash_access(void *arg, uint64_t offset, unsigned size, bool is_write, uint
 	if (sync)
 		pflash_sync(pf);
 	return 0;
+}
+
+/* ---- saved state ---- */
+
+#define PFLASH_STATE_VERSION 1
+#define STATUS_BITS          (STATUS_READY | STATUS_ERASE_ERR | STATUS_PROG_ERR)
+
+static int pflash_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	struct pflash *pf = arg;
+
+	(void)err;
+	(void)errlen;
+	/* Not a sync: the caller flushes the store (pflash_sync) with the disks. */
+	pthread_mutex_lock(&pf->lock);
+	sbuf_put_u16(out, PFLASH_STATE_VERSION);
+	sbuf_put_u8(out, (uint8_t)pf->mode);
+	sbuf_put_u8(out, pf->status);
+	pthread_mutex_unlock(&pf->lock);
+	return 0;
+}
+
+static int pflash_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct pflash *pf = arg;
+	uint8_t mode, status;
+	bool was_array;
+
+	if (sbuf_get_version(in, PFLASH_STATE_VERSION) == 0)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	mode = sbuf_get_u8(in);
+	status = sbuf_get_u8(in);
+	if (mode > MODE_ERASE)
+		sbuf_fail(in, "flash mode %u > %u", mode, MODE_ERASE);
+	if (status & ~STATUS_BITS)
+		sbuf_fail(in, "flash status 0x%02x has unknown bits", status);
+	if (in->failed)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	pthread_mutex_lock(&pf->lock);
+	was_array = pf->mode == MODE_ARRAY;
+	pf->mode = (enum pflash_mode)mode;
+	pf->status = status;
+	if (pf->array_hook != NULL && was_array != (pf->mode == MODE_ARRAY))
+		pf->array_hook(pf->array_arg, pf->mode == MODE_ARRAY);
+	pthread_mutex_unlock(&pf->lock);
+	return 0;
+}
+
+const struct state_ops pflash_state_ops = {
+    .save = pflash_save,
+    .restore = pflash_restore,
+};
+
+int pflash_add_state(struct machine *m, struct pflash *pf)
+{
+	return machine_add_state(m, "lpc.pflash", &pflash_state_ops, pf);
 }

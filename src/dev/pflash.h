@@ -20,9 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/snapshot.h"
+
 #define PFLASH_BLOCK_SIZE 4096u       /* bytes: OVMF's and QEMU's sector */
 #define PFLASH_MAX_SIZE   (16u << 20) /* bytes */
 
+struct machine;
 struct pflash;
 
 /* Open `path` (its size a multiple of PFLASH_BLOCK_SIZE, at most
@@ -51,5 +54,19 @@ void *pflash_data(struct pflash *pf);
  * with the flash's lock held, before the access that changed the mode
  * returns. */
 void pflash_set_array_hook(struct pflash *pf, void (*fn)(void *arg, bool on), void *arg);
+
+/*
+ * Saved state (docs/design/snapshots.md section 2, "dev"): `arg` is the
+ * struct pflash.  Version 1: the command mode and the status register.
+ * The store's contents are not in it: they live in the vars file, which
+ * the checkpoint's caller writes back with pflash_sync() (the machine's
+ * flash is machine.vars) before the state file counts as complete.  The
+ * restore re-applies the mode through the array hook (the read-only
+ * window mapped in read-array mode, unmapped otherwise).
+ */
+extern const struct state_ops pflash_state_ops;
+
+/* Register `pf`'s section "lpc.pflash" with machine `m`; 0 or -1. */
+int pflash_add_state(struct machine *m, struct pflash *pf);
 
 #endif

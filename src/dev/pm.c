@@ -1,6 +1,7 @@
 #include "dev/pm.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -24,15 +25,23 @@ struct pm {
 	uint16_t cnt;
 	uint8_t reset_reg;
 	bool sci_level;
+	uint32_t tmr_offset; /* added to the host-derived count (mod 2^32): a restore sets it */
 };
 
-static uint32_t pm_timer_now(void)
+/* The timer as the host's monotonic clock gives it. */
+static uint32_t pm_timer_host(void)
 {
 	uint64_t ns = monotonic_ns();
 
 	/* Split to avoid overflow: whole seconds, then the remainder. */
 	return (uint32_t)((ns / 1000000000ull) * PM_TIMER_HZ +
 	                  (ns % 1000000000ull) * PM_TIMER_HZ / 1000000000ull);
+}
+
+/* The guest's PM timer count; 32 bits wrap, as TMR_VAL_EXT's do. */
+static uint32_t pm_timer_now(const struct pm *pm)
+{
+	return pm_timer_host() + pm->tmr_offset;
 }
 
 static void update_sci(struct pm *pm)
@@ -114,7 +123,7 @@ uint32_t pm_read(struct pm *pm, uint16_t port, unsigned size)
 	else if (port >= PM1A_CNT_PORT && port < PM1A_CNT_PORT + 2)
 		v = extract(pm->cnt, port - PM1A_CNT_PORT, size);
 	else if (port >= PM_TMR_PORT && port < PM_TMR_PORT + 4)
-		v = extract(pm_timer_now(), port - PM_TMR_PORT, size);
+		v = extract(pm_timer_now(pm), port - PM_TMR_PORT, size);
 	else if (port == PM_RESET_PORT)
 		v = pm->reset_reg;
 	pthread_mutex_unlock(&pm->lock);
@@ -167,6 +176,71 @@ void pm_free(struct pm *pm)
 	free(pm);
 }
 
+/* ---- saved state ---- */
+
+#define PM_STATE_VERSION 1
+
+static int pm_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	struct pm *pm = arg;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&pm->lock);
+	sbuf_put_u16(out, PM_STATE_VERSION);
+	sbuf_put_u16(out, pm->sts);
+	sbuf_put_u16(out, pm->en);
+	sbuf_put_u16(out, pm->cnt);
+	sbuf_put_u8(out, pm->reset_reg);
+	sbuf_put_bool(out, pm->sci_level);
+	sbuf_put_u32(out, pm_timer_now(pm));
+	pthread_mutex_unlock(&pm->lock);
+	return 0;
+}
+
+static int pm_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct pm *pm = arg;
+	uint16_t sts, en, cnt;
+	uint8_t reset_reg;
+	bool sci;
+	uint32_t count;
+
+	if (sbuf_get_version(in, PM_STATE_VERSION) == 0)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	sts = sbuf_get_u16(in);
+	en = sbuf_get_u16(in);
+	cnt = sbuf_get_u16(in);
+	reset_reg = sbuf_get_u8(in);
+	sci = sbuf_get_bool(in);
+	count = sbuf_get_u32(in);
+	/* What cnt_write and reset_write never leave behind. */
+	if ((cnt & PM1_SLP_EN) || !(cnt & PM1_SCI_EN))
+		sbuf_fail(in, "PM1 control 0x%04x: SLP_EN set or SCI_EN clear", cnt);
+	if (reset_reg & 0x04)
+		sbuf_fail(in, "reset register 0x%02x has RST_CPU set", reset_reg);
+	if (sci != ((sts & en & PM1_PWRBTN_STS) != 0))
+		sbuf_fail(in, "sci_level %d does not follow from status and enable", sci);
+	if (in->failed)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	pthread_mutex_lock(&pm->lock);
+	pm->sts = sts;
+	pm->en = en;
+	pm->cnt = cnt;
+	pm->reset_reg = reset_reg;
+	pm->tmr_offset = count - pm_timer_host();
+	/* The new process's SCI input starts low: drive it to the saved level. */
+	pm->sci_level = sci;
+	pm->ops->set_sci(pm->arg, sci);
+	pthread_mutex_unlock(&pm->lock);
+	return 0;
+}
+
+const struct state_ops pm_state_ops = {
+    .save = pm_save,
+    .restore = pm_restore,
+};
+
 /* ---- wiring ---- */
 
 static void machine_set_sci(void *arg, bool level)
@@ -205,7 +279,7 @@ static int pm_lpc_init(struct machine *m, char *err, size_t errlen)
 	(void)err;
 	(void)errlen;
 	m->pm = pm_create(&machine_pm_ops, m);
-	if (m->pm == NULL)
+	if (m->pm == NULL || machine_add_state(m, "lpc.pm", &pm_state_ops, m->pm) < 0)
 		return -1;
 	blk = (struct pm_port){m->pm, PM1A_EVT_PORT};
 	reset = (struct pm_port){m->pm, PM_RESET_PORT};

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/snapshot.h"
+
 /* QEMU's PIIX4 layout (PMBA 0xB000), which firmware built for QEMU
  * assumes; it keeps SeaBIOS's and OVMF's debug port 0x402 free. */
 #define PM_BASE              0xb000
@@ -51,5 +53,15 @@ void pm_write(struct pm *pm, uint16_t port, unsigned size, uint32_t val);
  * guest enabled it.  Returns false when the guest has not enabled the power
  * button event (no ACPI OS listening). */
 bool pm_power_button(struct pm *pm);
+
+/*
+ * Saved state (docs/design/snapshots.md section 2, "dev"): `arg` is the
+ * struct pm.  Version 1: PM1 status, enable and control, the reset
+ * register, the SCI level and the PM timer's count at the time of the
+ * save.  The restore makes the timer go on from that count (an offset from
+ * this process's monotonic clock), never jump back to where the host clock
+ * puts it: guests use it as a clocksource.  It re-drives the SCI.
+ */
+extern const struct state_ops pm_state_ops;
 
 #endif

@@ -304,3 +304,66 @@ bool ps2kbd_key(struct ps2kbd *kb, bool down, uint16_t qnum)
 		put(kb, seq[i]);
 	return true;
 }
+
+/* ---- saved state ---- */
+
+void ps2kbd_save(const struct ps2kbd *kb, struct sbuf *out)
+{
+	sbuf_put_u16(out, (uint16_t)kb->count);
+	for (unsigned i = 0; i < kb->count; i++)
+		sbuf_put_u8(out, kb->q[(kb->head + i) % PS2KBD_QUEUE]);
+	sbuf_put_bool(out, kb->overrun);
+	sbuf_put_u8(out, kb->pending);
+	sbuf_put_u8(out, kb->last_sent);
+	sbuf_put_u8(out, kb->set);
+	sbuf_put_bool(out, kb->scanning);
+	sbuf_put_u8(out, kb->leds);
+	sbuf_put_u8(out, kb->typematic);
+	sbuf_put_u8(out, kb->ctrl_down);
+}
+
+/* The ranges the command handlers keep each field in. */
+static void check_loaded(struct sbuf_reader *in, const struct ps2kbd *kb)
+{
+	if (kb->pending != 0 && kb->pending != KBD_SET_LEDS && kb->pending != KBD_SCANCODE &&
+	    kb->pending != KBD_TYPEMATIC)
+		sbuf_fail(in, "keyboard pending command 0x%02x unknown", kb->pending);
+	if (kb->set < 1 || kb->set > 3)
+		sbuf_fail(in, "keyboard scancode set %u", kb->set);
+	if (kb->leds > 7)
+		sbuf_fail(in, "keyboard LEDs 0x%02x", kb->leds);
+	if (kb->typematic > 0x7f)
+		sbuf_fail(in, "keyboard typematic 0x%02x", kb->typematic);
+	if (kb->ctrl_down > 3)
+		sbuf_fail(in, "keyboard ctrl_down 0x%02x", kb->ctrl_down);
+}
+
+struct ps2kbd *ps2kbd_load(struct sbuf_reader *in)
+{
+	struct ps2kbd *kb = calloc(1, sizeof(*kb));
+	unsigned count = sbuf_get_u16(in);
+
+	if (kb == NULL) {
+		sbuf_fail(in, "out of memory");
+		return NULL;
+	}
+	if (count > PS2KBD_QUEUE)
+		sbuf_fail(in, "keyboard queue count %u > %u", count, PS2KBD_QUEUE);
+	else
+		sbuf_get_bytes(in, kb->q, count);
+	kb->count = in->failed ? 0 : count;
+	kb->overrun = sbuf_get_bool(in);
+	kb->pending = sbuf_get_u8(in);
+	kb->last_sent = sbuf_get_u8(in);
+	kb->set = sbuf_get_u8(in);
+	kb->scanning = sbuf_get_bool(in);
+	kb->leds = sbuf_get_u8(in);
+	kb->typematic = sbuf_get_u8(in);
+	kb->ctrl_down = sbuf_get_u8(in);
+	check_loaded(in, kb);
+	if (in->failed) {
+		free(kb);
+		return NULL;
+	}
+	return kb;
+}

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/sbuf.h"
+
 struct ps2kbd;
 
 /* Bytes the keyboard can hold for the controller (a real one holds 16;
@@ -40,6 +42,21 @@ uint8_t ps2kbd_leds(const struct ps2kbd *kb);
 
 /* The typematic byte last set by 0xF3 (bits 4:0 rate, 6:5 delay). */
 uint8_t ps2kbd_typematic(const struct ps2kbd *kb);
+
+/*
+ * Saved state, inside the controller's section (dev/atkbdc.h): append the
+ * keyboard's fields (queue bytes oldest first, overrun, the pending
+ * command, last byte sent, set, scanning, LEDs, typematic, Ctrl keys).
+ * The caller holds the controller's lock.
+ */
+void ps2kbd_save(const struct ps2kbd *kb, struct sbuf *out);
+
+/*
+ * Read what ps2kbd_save wrote into a new keyboard, checking each value
+ * (hostile data); NULL when the reader failed (it says why).  The caller
+ * swaps it in under its lock and frees the old one.
+ */
+struct ps2kbd *ps2kbd_load(struct sbuf_reader *in);
 
 /* The 8042's set-2 to set-1 translation of one byte (the 0xF0 break
  * prefix is the controller's business, not this table's). */

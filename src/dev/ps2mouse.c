@@ -322,3 +322,92 @@ void ps2mouse_write(struct ps2mouse *ms, uint8_t byte)
 	}
 	command(ms, byte);
 }
+
+/* ---- saved state ---- */
+
+void ps2mouse_save(const struct ps2mouse *ms, struct sbuf *out)
+{
+	sbuf_put_u16(out, (uint16_t)ms->count);
+	for (unsigned i = 0; i < ms->count; i++)
+		sbuf_put_u8(out, ms->q[(ms->head + i) % PS2MOUSE_QUEUE]);
+	sbuf_put_u8(out, ms->pending);
+	sbuf_put_u8(out, ms->last_sent);
+	sbuf_put_bool(out, ms->enabled);
+	sbuf_put_bool(out, ms->remote);
+	sbuf_put_bool(out, ms->wrap);
+	sbuf_put_bool(out, ms->scale21);
+	sbuf_put_u8(out, ms->resolution);
+	sbuf_put_u8(out, ms->rate);
+	sbuf_put_u8(out, ms->id);
+	sbuf_put_bytes(out, ms->rates, sizeof(ms->rates));
+	sbuf_put_u8(out, ms->buttons);
+	sbuf_put_bool(out, ms->have_pos);
+	sbuf_put_u32(out, ms->x);
+	sbuf_put_u32(out, ms->y);
+	sbuf_put_u32(out, (uint32_t)ms->dx);
+	sbuf_put_u32(out, (uint32_t)ms->dy);
+	sbuf_put_u32(out, (uint32_t)ms->dz);
+	sbuf_put_bool(out, ms->dirty);
+}
+
+/* A saved movement counter, which add_bounded keeps within +-ACCUM_LIMIT. */
+static int load_delta(struct sbuf_reader *in, const char *what)
+{
+	int32_t v = (int32_t)sbuf_get_u32(in);
+
+	if (v < -ACCUM_LIMIT || v > ACCUM_LIMIT) {
+		sbuf_fail(in, "mouse %s %d out of range", what, (int)v);
+		return 0;
+	}
+	return v;
+}
+
+static void check_loaded(struct sbuf_reader *in, const struct ps2mouse *ms)
+{
+	if (ms->pending != 0 && ms->pending != MS_SET_RES && ms->pending != MS_SET_RATE)
+		sbuf_fail(in, "mouse pending command 0x%02x unknown", ms->pending);
+	if (ms->resolution > 3)
+		sbuf_fail(in, "mouse resolution %u > 3", ms->resolution);
+	if (ms->id != 0 && ms->id != 3)
+		sbuf_fail(in, "mouse ID %u (0 or 3)", ms->id);
+}
+
+struct ps2mouse *ps2mouse_load(struct sbuf_reader *in)
+{
+	struct ps2mouse *ms = calloc(1, sizeof(*ms));
+	unsigned count = sbuf_get_u16(in);
+
+	if (ms == NULL) {
+		sbuf_fail(in, "out of memory");
+		return NULL;
+	}
+	if (count > PS2MOUSE_QUEUE)
+		sbuf_fail(in, "mouse queue count %u > %u", count, PS2MOUSE_QUEUE);
+	else
+		sbuf_get_bytes(in, ms->q, count);
+	ms->count = in->failed ? 0 : count;
+	ms->pending = sbuf_get_u8(in);
+	ms->last_sent = sbuf_get_u8(in);
+	ms->enabled = sbuf_get_bool(in);
+	ms->remote = sbuf_get_bool(in);
+	ms->wrap = sbuf_get_bool(in);
+	ms->scale21 = sbuf_get_bool(in);
+	ms->resolution = sbuf_get_u8(in);
+	ms->rate = sbuf_get_u8(in);
+	ms->id = sbuf_get_u8(in);
+	sbuf_get_bytes(in, ms->rates, sizeof(ms->rates));
+	ms->buttons = sbuf_get_u8(in);
+	ms->have_pos = sbuf_get_bool(in);
+	ms->x = sbuf_get_u32(in);
+	ms->y = sbuf_get_u32(in);
+	ms->dx = load_delta(in, "dx");
+	ms->dy = load_delta(in, "dy");
+	ms->dz = load_delta(in, "dz");
+	ms->dirty = sbuf_get_bool(in);
+	check_loaded(in, ms);
+	if (in->failed) {
+		free(ms);
+		return NULL;
+	}
+	return ms;
+}

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/sbuf.h"
+
 struct ps2mouse;
 
 /* Bytes the mouse can hold for the controller. */
@@ -35,5 +37,18 @@ void ps2mouse_pointer(struct ps2mouse *ms, uint8_t buttons, uint32_t x, uint32_t
 
 /* The device ID the mouse reports to 0xF2: 0, or 3 after the knock. */
 uint8_t ps2mouse_id(const struct ps2mouse *ms);
+
+/*
+ * Saved state, inside the controller's section (dev/atkbdc.h): append the
+ * mouse's fields (queue bytes oldest first, pending command, last byte
+ * sent, modes, resolution, rate, ID, the rate history, buttons, the last
+ * position and the movement not yet sent).  The caller holds the
+ * controller's lock.
+ */
+void ps2mouse_save(const struct ps2mouse *ms, struct sbuf *out);
+
+/* Read what ps2mouse_save wrote into a new mouse, checking each value;
+ * NULL when the reader failed (it says why). */
+struct ps2mouse *ps2mouse_load(struct sbuf_reader *in);
 
 #endif

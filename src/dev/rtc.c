@@ -246,6 +246,58 @@ void rtc_free(struct rtc *r)
 	free(r);
 }
 
+/* ---- saved state ---- */
+
+#define RTC_STATE_VERSION 1
+#define RTC_MAX_OFFSET    (1ll << 40) /* seconds (35000 years): keeps time_t sums exact */
+
+static int rtc_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	struct rtc *r = arg;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&r->lock);
+	sbuf_put_u16(out, RTC_STATE_VERSION);
+	sbuf_put_u8(out, r->index);
+	sbuf_put_bytes(out, r->cmos, RTC_CMOS_SIZE);
+	sbuf_put_u64(out, (uint64_t)(int64_t)r->offset);
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+static int rtc_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct rtc *r = arg;
+	uint8_t index, cmos[RTC_CMOS_SIZE];
+	int64_t offset;
+
+	if (sbuf_get_version(in, RTC_STATE_VERSION) == 0)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	index = sbuf_get_u8(in);
+	sbuf_get_bytes(in, cmos, sizeof(cmos));
+	offset = (int64_t)sbuf_get_u64(in);
+	if (index >= RTC_CMOS_SIZE)
+		sbuf_fail(in, "index %u >= %u", index, RTC_CMOS_SIZE);
+	if (offset > RTC_MAX_OFFSET || offset < -RTC_MAX_OFFSET)
+		sbuf_fail(in, "clock offset %lld s out of range", (long long)offset);
+	if (cmos[RTC_STATUS_A] & 0x80)
+		sbuf_fail(in, "status A 0x%02x has update-in-progress set", cmos[RTC_STATUS_A]);
+	if (in->failed)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	pthread_mutex_lock(&r->lock);
+	r->index = index;
+	memcpy(r->cmos, cmos, sizeof(cmos));
+	r->offset = (time_t)offset;
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+const struct state_ops rtc_state_ops = {
+    .save = rtc_save,
+    .restore = rtc_restore,
+};
+
 static int rtc_port_access(void *arg, uint64_t offset, unsigned size, bool is_write, uint64_t *val)
 {
 	if (size != 1)
@@ -270,6 +322,10 @@ static int rtc_lpc_init(struct machine *m, char *err, size_t errlen)
 	if (r == NULL)
 		return -1;
 	rtc_set_memory(r, m->vm.mem.lowmem_size, m->vm.mem.highmem_size, m->vm.ncpus);
+	if (machine_add_state(m, "lpc.rtc", &rtc_state_ops, r) < 0) {
+		snprintf(err, errlen, "rtc: cannot register its saved state");
+		return -1;
+	}
 	return machine_register_pio(m, RTC_PORT, RTC_NPORTS, rtc_port_access, r, "rtc");
 }
 

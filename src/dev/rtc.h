@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "core/snapshot.h"
+
 #define RTC_CMOS_SIZE 128
 
 struct rtc;
@@ -29,5 +31,16 @@ void rtc_set_memory(struct rtc *r, uint64_t lowmem, uint64_t highmem, unsigned n
 
 /* Guest time in seconds since the epoch, as the registers would show it. */
 time_t rtc_guest_time(struct rtc *r);
+
+/*
+ * Saved state (docs/design/snapshots.md section 2, "dev"): `arg` is the
+ * struct rtc.  Version 1: the index, the 128 CMOS bytes, and the clock as
+ * its offset from the host's time (seconds), so a guest restored on a
+ * later day reads host time plus the offset it had set, as a laptop's RTC
+ * after a resume.  The MC146818 here raises no alarm, update or periodic
+ * interrupts, so there is no timer state.  `localtime` is an option, not
+ * state.
+ */
+extern const struct state_ops rtc_state_ops;
 
 #endif

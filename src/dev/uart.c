@@ -339,6 +339,132 @@ size_t uart_rx_room(struct uart *u)
 	return n;
 }
 
+/* ---- saved state ---- */
+
+#define UART_STATE_VERSION 1
+
+/* The registers of a section, read and checked before any is applied. */
+struct uart_saved {
+	uint8_t ier, lcr, mcr, lsr, msr, scr, fcr, dll, dlm;
+	bool thre_pending, irq_level, rx_was_full;
+	uint8_t rx_count;
+	uint8_t rx[UART_FIFO_SIZE];
+};
+
+static int uart_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	struct uart *u = arg;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&u->lock);
+	sbuf_put_u16(out, UART_STATE_VERSION);
+	sbuf_put_u8(out, u->ier);
+	sbuf_put_u8(out, u->lcr);
+	sbuf_put_u8(out, u->mcr);
+	sbuf_put_u8(out, u->lsr);
+	sbuf_put_u8(out, u->msr);
+	sbuf_put_u8(out, u->scr);
+	sbuf_put_u8(out, u->fcr);
+	sbuf_put_u8(out, u->dll);
+	sbuf_put_u8(out, u->dlm);
+	sbuf_put_bool(out, u->thre_pending);
+	sbuf_put_bool(out, u->irq_level);
+	sbuf_put_bool(out, u->rx_was_full);
+	/* The FIFO oldest byte first, so the restore needs no head index. */
+	sbuf_put_u8(out, (uint8_t)u->rx_count);
+	for (unsigned i = 0; i < u->rx_count; i++)
+		sbuf_put_u8(out, u->rx[(u->rx_head + i) % UART_FIFO_SIZE]);
+	pthread_mutex_unlock(&u->lock);
+	return 0;
+}
+
+static void uart_read_saved(struct sbuf_reader *in, struct uart_saved *s)
+{
+	s->ier = sbuf_get_u8(in);
+	s->lcr = sbuf_get_u8(in);
+	s->mcr = sbuf_get_u8(in);
+	s->lsr = sbuf_get_u8(in);
+	s->msr = sbuf_get_u8(in);
+	s->scr = sbuf_get_u8(in);
+	s->fcr = sbuf_get_u8(in);
+	s->dll = sbuf_get_u8(in);
+	s->dlm = sbuf_get_u8(in);
+	s->thre_pending = sbuf_get_bool(in);
+	s->irq_level = sbuf_get_bool(in);
+	s->rx_was_full = sbuf_get_bool(in);
+	s->rx_count = sbuf_get_u8(in);
+	if (s->rx_count > UART_FIFO_SIZE) {
+		sbuf_fail(in, "rx_count %u > %u", s->rx_count, UART_FIFO_SIZE);
+		return;
+	}
+	sbuf_get_bytes(in, s->rx, s->rx_count);
+	/* Bits the register model never sets are a foreign or damaged file. */
+	if (s->ier & ~0x0f)
+		sbuf_fail(in, "ier 0x%02x has reserved bits", s->ier);
+	if (s->mcr & ~0x1f)
+		sbuf_fail(in, "mcr 0x%02x has reserved bits", s->mcr);
+	if (s->fcr & ~0xc9)
+		sbuf_fail(in, "fcr 0x%02x has reserved bits", s->fcr);
+	if (s->lsr & ~(LSR_OE | LSR_THRE | LSR_TEMT))
+		sbuf_fail(in, "lsr 0x%02x has bits the UART derives", s->lsr);
+}
+
+/* Copy a checked section into the register model (the lock is the caller's). */
+static void uart_apply_saved(struct uart *u, const struct uart_saved *s)
+{
+	u->ier = s->ier;
+	u->lcr = s->lcr;
+	u->mcr = s->mcr;
+	u->lsr = s->lsr;
+	u->msr = s->msr;
+	u->scr = s->scr;
+	u->fcr = s->fcr;
+	u->dll = s->dll;
+	u->dlm = s->dlm;
+	u->thre_pending = s->thre_pending;
+	u->rx_was_full = s->rx_was_full;
+	memcpy(u->rx, s->rx, s->rx_count);
+	u->rx_head = 0;
+	u->rx_count = s->rx_count;
+}
+
+/* The interrupt level the registers of `s` give. */
+static bool uart_saved_level(const struct uart_saved *s)
+{
+	struct uart probe = {0}; /* registers only: its lock is never taken */
+
+	uart_apply_saved(&probe, s);
+	return pending_interrupt(&probe) != IIR_NONE && (probe.mcr & MCR_OUT2);
+}
+
+static int uart_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct uart *u = arg;
+	struct uart_saved s;
+
+	if (sbuf_get_version(in, UART_STATE_VERSION) == 0)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	uart_read_saved(in, &s);
+	if (!in->failed && uart_saved_level(&s) != s.irq_level)
+		sbuf_fail(in, "irq_level %d does not follow from the registers", s.irq_level);
+	if (in->failed)
+		return snprintf(err, errlen, "%s", in->why), -1;
+	pthread_mutex_lock(&u->lock);
+	uart_apply_saved(u, &s);
+	/* Re-drive the line: the new process's PIC/IOAPIC input starts low. */
+	u->irq_level = s.irq_level;
+	if (u->ops->set_irq != NULL)
+		u->ops->set_irq(u->arg, s.irq_level);
+	pthread_mutex_unlock(&u->lock);
+	return 0;
+}
+
+const struct state_ops uart_state_ops = {
+    .save = uart_save,
+    .restore = uart_restore,
+};
+
 /* ---- ISA wiring: ports, IRQ line and character back end ---- */
 
 struct uart_isa {
@@ -437,6 +563,19 @@ static int isa_setup_escape(struct uart_isa *ui, char *err, size_t errlen)
 	return 0;
 }
 
+/* The COM port's section, "lpc.com1" .. "lpc.com4". */
+static int uart_add_state(struct machine *m, struct uart_isa *ui, char *err, size_t errlen)
+{
+	char name[STATE_NAME_LEN];
+
+	snprintf(name, sizeof(name), "lpc.%s", ui->name);
+	if (machine_add_state(m, name, &uart_state_ops, ui->uart) < 0) {
+		snprintf(err, errlen, "%s: cannot register its saved state", ui->name);
+		return -1;
+	}
+	return 0;
+}
+
 int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *err, size_t errlen)
 {
 	struct uart_isa *ui = calloc(1, sizeof(*ui));
@@ -468,7 +607,7 @@ int uart_isa_init(struct machine *m, unsigned index, const char *backend, char *
 			snprintf(err, errlen, "cannot create %s", ui->name);
 		return -1;
 	}
-	return 0;
+	return uart_add_state(m, ui, err, errlen);
 }
 
 /* The back end of COM port `index` (0 = COM1), or NULL when not configured. */

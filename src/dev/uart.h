@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/snapshot.h"
+
 #define UART_NREGS     8
 #define UART_FIFO_SIZE 16
 
@@ -42,6 +44,16 @@ size_t uart_receive(struct uart *u, const uint8_t *buf, size_t len);
 
 /* Free space in the receive FIFO. */
 size_t uart_rx_room(struct uart *u);
+
+/*
+ * Saved state (docs/design/snapshots.md section 2, "dev"): `arg` is the
+ * struct uart.  Save writes version 1 and the registers, the THR-empty and
+ * interrupt state and the receive FIFO's bytes in order; restore checks
+ * each value, applies them under the UART's lock and drives the interrupt
+ * line to the level the registers give.  The back end is not state: it is
+ * reopened from the options.
+ */
+extern const struct state_ops uart_state_ops;
 
 /* Wire COM port `index` (0 = COM1 .. 3 = COM4) to the machine, with the
  * back end from config key lpc.comN.path.  0, or -1 with `err` filled. */

@@ -371,6 +371,180 @@ static void test_reset_line(void **state)
 	assert_int_equal(f->w.resets, 2);
 }
 
+/* ---- saved state (atkbdc_state_ops, with the keyboard and mouse) ---- */
+
+static void save_kbc(struct atkbdc *k, struct sbuf *b)
+{
+	char err[128] = "";
+
+	*b = (struct sbuf){0};
+	assert_int_equal(atkbdc_state_ops.save(k, b, err, sizeof(err)), 0);
+	assert_false(b->failed);
+}
+
+static int restore_kbc(struct atkbdc *k, const uint8_t *p, size_t len, char *err, size_t errlen)
+{
+	struct sbuf_reader r;
+
+	sbuf_reader_init(&r, p, len);
+	if (atkbdc_state_ops.restore(k, &r, err, errlen) < 0)
+		return -1;
+	return sbuf_reader_done(&r, "lpc.atkbdc", err, errlen);
+}
+
+/* Every byte waiting in `k`, each with its status (bounded). */
+static unsigned take_all(struct atkbdc *k, uint8_t *st, uint8_t *val, unsigned max)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < 4 * PS2KBD_QUEUE && (atkbdc_read(k, CMD) & ST_OBF); i++) {
+		uint8_t s = atkbdc_read(k, CMD), v = atkbdc_read(k, DATA);
+
+		if (n < max) {
+			st[n] = s;
+			val[n++] = v;
+		}
+	}
+	return n;
+}
+
+/* Both controllers give the same bytes from here on, from the same sources. */
+static void expect_same_output(struct atkbdc *a, struct atkbdc *b, unsigned want)
+{
+	uint8_t sa[64], va[64], sb[64], vb[64];
+	unsigned na = take_all(a, sa, va, 64), nb = take_all(b, sb, vb, 64);
+
+	assert_int_equal(na, want);
+	assert_int_equal(nb, want);
+	assert_memory_equal(sa, sb, na);
+	assert_memory_equal(va, vb, na);
+}
+
+/* Keyboard LEDs and typematic set, the mouse an IntelliMouse in stream
+ * mode with a known position, then a key and a move left queued. */
+static void drive_kbc(struct atkbdc *k)
+{
+	uint8_t got[64];
+	const uint8_t knock[] = {200, 100, 80};
+
+	set_cmdbyte(k, 0x03); /* both IRQs, both ports, no translation */
+	atkbdc_write(k, DATA, 0xed);
+	atkbdc_write(k, DATA, 0x05);
+	atkbdc_write(k, DATA, 0xf3);
+	atkbdc_write(k, DATA, 0x20);
+	expect_bytes(k, false, (const uint8_t[]){0xfa, 0xfa, 0xfa, 0xfa}, 4);
+	for (unsigned i = 0; i < 3; i++) {
+		aux(k, 0xf3);
+		aux(k, knock[i]);
+	}
+	aux(k, 0xe8);
+	aux(k, 0x01);
+	aux(k, 0xf4);
+	drain(k, got, sizeof(got), true);
+	atkbdc_pointer(k, 0, 100, 100, 1024, 768);
+	atkbdc_pointer(k, 1, 90, 100, 1024, 768); /* left 10, left button */
+	atkbdc_key(k, true, 0x1e);                /* A */
+	atkbdc_key(k, false, 0x1e);               /* released */
+}
+
+static void test_state_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct wire w2 = {0};
+	struct atkbdc *k2 = atkbdc_create(&ops, &w2);
+	struct sbuf b;
+	char err[128] = "";
+
+	assert_non_null(k2);
+	drive_kbc(f->k);
+	assert_true(atkbdc_read(f->k, CMD) & ST_OBF); /* a byte in the output buffer */
+	save_kbc(f->k, &b);
+	assert_int_equal(restore_kbc(k2, b.data, b.len, err, sizeof(err)), 0);
+	/* Edges were delivered before the save: the restore raises none. */
+	assert_int_equal(w2.irq1 + w2.irq12 + w2.resets, 0);
+	assert_int_equal(atkbdc_leds(k2), 0x05);
+	assert_int_equal(atkbdc_read(k2, CMD), atkbdc_read(f->k, CMD));
+	/* The key's three set-2 bytes, then the mouse's four-byte packet. */
+	expect_same_output(f->k, k2, 3 + 4);
+	assert_true(w2.irq1 >= 2 && w2.irq12 >= 3);
+	/* Both go on alike: the mouse's ID and resolution, the keyboard's set. */
+	aux(f->k, 0xf2);
+	aux(k2, 0xf2);
+	aux(f->k, 0xe9);
+	aux(k2, 0xe9);
+	expect_same_output(f->k, k2, 2 + 4);
+	atkbdc_write(f->k, DATA, 0xf0);
+	atkbdc_write(f->k, DATA, 0x00);
+	atkbdc_write(k2, DATA, 0xf0);
+	atkbdc_write(k2, DATA, 0x00);
+	expect_same_output(f->k, k2, 3);
+	/* The mouse's last position came along: a move is relative to it. */
+	atkbdc_pointer(f->k, 1, 95, 100, 1024, 768);
+	atkbdc_pointer(k2, 1, 95, 100, 1024, 768);
+	expect_same_output(f->k, k2, 4);
+	sbuf_free(&b);
+	atkbdc_free(k2);
+}
+
+static void test_state_hostile(void **state)
+{
+	struct fixture *f = *state;
+	struct wire w2 = {0};
+	struct atkbdc *k2 = atkbdc_create(&ops, &w2);
+	struct sbuf b;
+	uint8_t bad[128], v;
+	char err[128];
+
+	assert_non_null(k2);
+	set_cmdbyte(f->k, 0x03);
+	aux(f->k, 0xf4);
+	expect_bytes(f->k, true, (const uint8_t[]){0xfa}, 1);
+	/* Queues empty: controller 42 bytes, keyboard 10, mouse 37. */
+	save_kbc(f->k, &b);
+	assert_int_equal(b.len, 42 + 10 + 37);
+	for (size_t n = 0; n < b.len; n++)
+		assert_int_equal(restore_kbc(k2, b.data, n, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[0] = 2;
+	assert_int_equal(restore_kbc(k2, bad, b.len, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[41] = 5; /* the controller's queue holds 4 */
+	assert_int_equal(restore_kbc(k2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "controller queue count 5 > 4");
+	memcpy(bad, b.data, b.len);
+	bad[35] = 0x20; /* a pending command that takes no data */
+	assert_int_equal(restore_kbc(k2, bad, b.len, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[34] = 0x00; /* output port holding the CPU in reset */
+	assert_int_equal(restore_kbc(k2, bad, b.len, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	unit_put_le(bad + 42, 0xffff, 2); /* keyboard queue count */
+	assert_int_equal(restore_kbc(k2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "keyboard queue count 65535");
+	memcpy(bad, b.data, b.len);
+	bad[42 + 5] = 4; /* scancode set 4 */
+	assert_int_equal(restore_kbc(k2, bad, b.len, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	unit_put_le(bad + 52, 129, 2); /* mouse queue count */
+	assert_int_equal(restore_kbc(k2, bad, b.len, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[62] = 4; /* mouse ID */
+	assert_int_equal(restore_kbc(k2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "mouse ID 4");
+	memcpy(bad, b.data, b.len);
+	unit_put_le(bad + 76, 200000, 4); /* dx past the accumulation bound */
+	assert_int_equal(restore_kbc(k2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "dx");
+	/* Nothing was applied: the power-on command byte, no output. */
+	assert_false(atkbdc_read(k2, CMD) & ST_OBF);
+	command(k2, 0x20);
+	assert_int_equal(drain(k2, &v, 1, false), 1);
+	assert_int_equal(v, 0x65);
+	assert_int_equal(w2.resets, 0);
+	sbuf_free(&b);
+	atkbdc_free(k2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -383,6 +557,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_mouse_reset_id_knock, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mouse_moves, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reset_line, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_hostile, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

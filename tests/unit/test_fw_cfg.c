@@ -470,6 +470,117 @@ static void test_i440fx(void **state)
 	free(f);
 }
 
+/* ---- saved state (fw_cfg_state_ops) ---- */
+
+/* The same items as a machine built from the same options would have. */
+static struct fw_cfg *items_like(struct fixture *f, const char *a_text)
+{
+	struct fw_cfg *fw = fw_cfg_create(&f->gm);
+	uint8_t ncpus[2] = {2, 0};
+
+	assert_non_null(fw);
+	assert_int_equal(fw_cfg_add_file(fw, "etc/b", "xyz", 3), 0);
+	assert_int_equal(fw_cfg_add_file(fw, "etc/a", a_text, strlen(a_text)), 0);
+	assert_int_equal(fw_cfg_add_item(fw, FW_CFG_NB_CPUS, ncpus, sizeof(ncpus)), 0);
+	return fw;
+}
+
+static void save_fw(struct fw_cfg *fw, struct sbuf *b)
+{
+	char err[128] = "";
+
+	*b = (struct sbuf){0};
+	assert_int_equal(fw_cfg_state_ops.save(fw, b, err, sizeof(err)), 0);
+	assert_false(b->failed);
+	assert_int_equal(b->len, 2 + 2 + 4 + 4 + 32);
+}
+
+static int restore_fw(struct fw_cfg *fw, const uint8_t *p, size_t len, char *err, size_t errlen)
+{
+	struct sbuf_reader r;
+
+	sbuf_reader_init(&r, p, len);
+	if (fw_cfg_state_ops.restore(fw, &r, err, errlen) < 0)
+		return -1;
+	return sbuf_reader_done(&r, "lpc.fw_cfg", err, errlen);
+}
+
+static uint8_t data8_of(struct fw_cfg *fw)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(fw_cfg_access(fw, FW_CFG_OFF_DATA, 1, false, &v), 0);
+	return (uint8_t)v;
+}
+
+static void test_state_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct fw_cfg *src = items_like(f, "hello world"), *dst = items_like(f, "hello world");
+	struct fw_cfg *other = items_like(f, "hello worle"), *fewer = fw_cfg_create(&f->gm);
+	uint64_t v = FW_CFG_FILE_FIRST; /* etc/a: files are in name order */
+	struct sbuf b;
+	char err[128] = "";
+
+	assert_non_null(fewer);
+	assert_int_equal(fw_cfg_access(src, FW_CFG_OFF_SEL, 2, true, &v), 0);
+	for (int i = 0; i < 4; i++)
+		(void)data8_of(src); /* a guest caught mid-read: "hell" */
+	save_fw(src, &b);
+	assert_int_equal(restore_fw(dst, b.data, b.len, err, sizeof(err)), 0);
+	/* The read goes on where it was, in both. */
+	for (const char *c = "o world"; *c != '\0'; c++) {
+		assert_int_equal(data8_of(src), *c);
+		assert_int_equal(data8_of(dst), *c);
+	}
+	assert_int_equal(data8_of(dst), 0); /* past the end */
+	/* Other items (one byte of a file, or no files at all): refused. */
+	assert_int_equal(restore_fw(other, b.data, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "fw_cfg items differ from the saved machine");
+	assert_int_equal(restore_fw(fewer, b.data, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "fw_cfg items differ");
+	/* The refused device was left as it was: selector 0, the signature. */
+	assert_int_equal(data8_of(other), 'Q');
+	sbuf_free(&b);
+	fw_cfg_free(src);
+	fw_cfg_free(dst);
+	fw_cfg_free(other);
+	fw_cfg_free(fewer);
+}
+
+static void test_state_hostile(void **state)
+{
+	struct fixture *f = *state;
+	struct fw_cfg *src = items_like(f, "hello world"), *dst = items_like(f, "hello world");
+	uint64_t v = FW_CFG_FILE_FIRST + 1; /* etc/b, 3 bytes */
+	struct sbuf b;
+	uint8_t bad[64];
+	char err[128];
+
+	assert_int_equal(fw_cfg_access(src, FW_CFG_OFF_SEL, 2, true, &v), 0);
+	(void)data8_of(src);
+	save_fw(src, &b);
+	for (size_t n = 0; n < b.len; n++)
+		assert_int_equal(restore_fw(dst, b.data, n, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[1] = 1; /* version 257 */
+	assert_int_equal(restore_fw(dst, bad, b.len, err, sizeof(err)), -1);
+	/* An offset past the selected item's 3 bytes (offset 4 of the section). */
+	memcpy(bad, b.data, b.len);
+	unit_put_le(bad + 4, 4, 4);
+	assert_int_equal(restore_fw(dst, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "offset 4 past the end of item 0x0021");
+	/* An unknown selector reads as empty: only offset 0 fits it. */
+	unit_put_le(bad + 2, 0x1234, 2);
+	assert_int_equal(restore_fw(dst, bad, b.len, err, sizeof(err)), -1);
+	unit_put_le(bad + 4, 0, 4);
+	assert_int_equal(restore_fw(dst, bad, b.len, err, sizeof(err)), 0);
+	assert_int_equal(data8_of(dst), 0);
+	sbuf_free(&b);
+	fw_cfg_free(src);
+	fw_cfg_free(dst);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -480,6 +591,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_malformed_port_access, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_dma, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_smbios_and_uuid, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_hostile, setup, teardown),
 	    cmocka_unit_test(test_lpc_option),
 	    cmocka_unit_test(test_i440fx),
 	};

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/machine.h"
 #include "dev/pflash.h"
 #include "unit.h"
 
@@ -203,6 +204,91 @@ static void test_open_errors(void **state)
 	free(odd);
 }
 
+/* ---- saved state (pflash_state_ops) ---- */
+
+static int restore_pf(struct pflash *pf, const uint8_t *p, size_t len, char *err, size_t errlen)
+{
+	struct sbuf_reader r;
+
+	sbuf_reader_init(&r, p, len);
+	if (pflash_state_ops.restore(pf, &r, err, errlen) < 0)
+		return -1;
+	return sbuf_reader_done(&r, "lpc.pflash", err, errlen);
+}
+
+static void test_state_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct pflash *pf2;
+	struct machine m;
+	struct sbuf b = {0};
+	char err[256] = "";
+
+	/* Registered under its name on a machine. */
+	assert_int_equal(machine_init_detached(&m, "unit", NULL, 0, 0), 0);
+	assert_int_equal(pflash_add_state(&m, f->pf), 0);
+	assert_non_null(machine_state_find(&m, "lpc.pflash"));
+	assert_ptr_equal(machine_state_find(&m, "lpc.pflash")->ops, &pflash_state_ops);
+	assert_ptr_equal(machine_state_find(&m, "lpc.pflash")->arg, f->pf);
+	free(m.states);
+
+	/* Programmed: reads give the status register until read-array. */
+	wr(f->pf, 0x10, 1, 0x40);
+	wr(f->pf, 0x10, 1, 0xab);
+	assert_int_equal(rd(f->pf, 0x10, 1), 0x80);
+	assert_int_equal(pflash_state_ops.save(f->pf, &b, err, sizeof(err)), 0);
+	assert_int_equal(b.len, 4);
+	/* The caller flushes the store: the new process maps the same file. */
+	assert_int_equal(pflash_sync(f->pf), 0);
+	pf2 = pflash_open(f->path, err, sizeof(err));
+	assert_non_null(pf2);
+	hook_calls = 0;
+	hook_on = true;
+	pflash_set_array_hook(pf2, array_hook, NULL);
+	assert_int_equal(restore_pf(pf2, b.data, b.len, err, sizeof(err)), 0);
+	/* Status mode: the read window is switched off, reads give status. */
+	assert_int_equal(hook_calls, 1);
+	assert_false(hook_on);
+	assert_int_equal(rd(pf2, 0x10, 1), 0x80);
+	wr(pf2, 0, 1, 0xff);
+	assert_true(hook_on);
+	assert_int_equal(rd(pf2, 0x10, 1), 0xab);
+	/* Restoring array mode onto array mode switches nothing. */
+	b.data[2] = 0; /* MODE_ARRAY */
+	assert_int_equal(restore_pf(pf2, b.data, b.len, err, sizeof(err)), 0);
+	assert_int_equal(hook_calls, 2);
+	sbuf_free(&b);
+	pflash_close(pf2);
+}
+
+static void test_state_hostile(void **state)
+{
+	struct fixture *f = *state;
+	struct sbuf b = {0};
+	uint8_t bad[8];
+	char err[256];
+
+	assert_int_equal(pflash_state_ops.save(f->pf, &b, err, sizeof(err)), 0);
+	hook_calls = 0;
+	pflash_set_array_hook(f->pf, array_hook, NULL);
+	for (size_t n = 0; n < b.len; n++)
+		assert_int_equal(restore_pf(f->pf, b.data, n, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[0] = 3;
+	assert_int_equal(restore_pf(f->pf, bad, b.len, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[2] = 5; /* past MODE_ERASE */
+	assert_int_equal(restore_pf(f->pf, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "flash mode 5");
+	memcpy(bad, b.data, b.len);
+	bad[3] = 0x01;
+	assert_int_equal(restore_pf(f->pf, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "status");
+	assert_int_equal(hook_calls, 0);
+	assert_int_equal(rd(f->pf, 0, 1), 1); /* still the array */
+	sbuf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -213,6 +299,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_persistence, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_array_hook, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_round_trip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_hostile, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -299,6 +299,162 @@ static void test_pm_timer(void **state)
 	assert_true((uint32_t)(tmr(f->pm) - full) < 3579545u * 5);
 }
 
+/* ---- saved state (pm_state_ops) ---- */
+
+#define TICKS_PER_S 3579545u
+
+static void save_pm(struct pm *pm, struct sbuf *b)
+{
+	char err[128] = "";
+
+	*b = (struct sbuf){0};
+	assert_int_equal(pm_state_ops.save(pm, b, err, sizeof(err)), 0);
+	assert_false(b->failed);
+}
+
+static int restore_pm(struct pm *pm, const uint8_t *p, size_t len, char *err, size_t errlen)
+{
+	struct sbuf_reader r;
+
+	sbuf_reader_init(&r, p, len);
+	if (pm_state_ops.restore(pm, &r, err, errlen) < 0)
+		return -1;
+	return sbuf_reader_done(&r, "lpc.pm", err, errlen);
+}
+
+/* The timer count in a saved section (its last four bytes). */
+static uint32_t saved_count(const struct sbuf *b)
+{
+	return (uint32_t)unit_le(b->data + b->len - 4, 4);
+}
+
+static void test_state_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct wire w2 = {0};
+	struct pm *pm2 = pm_create(&ops, &w2);
+	struct sbuf b;
+	char err[128] = "";
+	uint32_t t;
+
+	assert_non_null(pm2);
+	pm_write(f->pm, PM1_EN, 2, PWRBTN);
+	assert_true(pm_power_button(f->pm));
+	pm_write(f->pm, RESET, 1, 0x02);
+	assert_true(f->w.sci);
+	save_pm(f->pm, &b);
+	assert_int_equal(restore_pm(pm2, b.data, b.len, err, sizeof(err)), 0);
+	/* The SCI is driven to the saved level. */
+	assert_true(w2.sci);
+	assert_int_equal(w2.sci_calls, 1);
+	assert_int_equal(pm_read(pm2, PM1_STS, 2), PWRBTN);
+	assert_int_equal(pm_read(pm2, PM1_EN, 2), PWRBTN);
+	assert_int_equal(pm_read(pm2, PM1_CNT, 2), pm_read(f->pm, PM1_CNT, 2));
+	assert_int_equal(pm_read(pm2, RESET, 1), 0x02);
+	/* The timer goes on from the saved count. */
+	t = tmr(pm2);
+	assert_true((uint32_t)(t - saved_count(&b)) < TICKS_PER_S);
+	/* It behaves as before: acknowledging drops the SCI, S5 powers off. */
+	pm_write(pm2, PM1_STS, 2, PWRBTN);
+	assert_false(w2.sci);
+	pm_write(pm2, PM1_CNT, 2, SLP_TYP(5) | 0x2000);
+	assert_int_equal(w2.nexits, 1);
+	assert_int_equal(w2.exits[0], KHYVE_EXIT_POWEROFF);
+	sbuf_free(&b);
+	pm_free(pm2);
+}
+
+/* The distance from a to b on the 32-bit counter's circle. */
+static uint32_t tick_distance(uint32_t a, uint32_t b)
+{
+	uint32_t d = b - a;
+
+	return d < 0x80000000u ? d : (uint32_t)-d;
+}
+
+/* Regression for the clocksource: a restored timer neither restarts at 0
+ * nor jumps to where this host's clock puts a fresh one. */
+static void test_state_timer_resumes(void **state)
+{
+	struct fixture *f = *state;
+	struct wire w2 = {0};
+	struct pm *pm2 = pm_create(&ops, &w2);
+	struct timespec ts = {0, 2 * 1000 * 1000};
+	struct sbuf b, b2;
+	char err[128] = "";
+	uint32_t host = tmr(f->pm), target = host + 0x55555555u, t;
+
+	assert_non_null(pm2);
+	if (tick_distance(target, 0) < 0x10000000u)
+		target = host + 0xaaaaaaaau;
+	/* A section from another machine whose timer stood at `target`. */
+	save_pm(f->pm, &b);
+	unit_put_le(b.data + b.len - 4, target, 4);
+	assert_int_equal(restore_pm(f->pm, b.data, b.len, err, sizeof(err)), 0);
+	t = tmr(f->pm);
+	assert_true((uint32_t)(t - target) < TICKS_PER_S);
+	assert_true(tick_distance(t, host) > 0x10000000u); /* not the old base */
+	assert_true(tick_distance(t, 0) > 0x10000000u);    /* not from 0 */
+	/* Saved again and restored into a fresh device: still continuous. */
+	nanosleep(&ts, NULL);
+	save_pm(f->pm, &b2);
+	assert_true((uint32_t)(saved_count(&b2) - t) >= 7000); /* it kept counting */
+	assert_int_equal(restore_pm(pm2, b2.data, b2.len, err, sizeof(err)), 0);
+	t = tmr(pm2);
+	assert_true((uint32_t)(t - saved_count(&b2)) < TICKS_PER_S);
+	/* Monotonic over reads after the restore. */
+	for (int i = 0; i < 100; i++) {
+		uint32_t n = tmr(pm2);
+
+		assert_true((uint32_t)(n - t) < 0x80000000u);
+		t = n;
+	}
+	sbuf_free(&b);
+	sbuf_free(&b2);
+	pm_free(pm2);
+}
+
+static void test_state_hostile(void **state)
+{
+	struct fixture *f = *state;
+	struct wire w2 = {0};
+	struct pm *pm2 = pm_create(&ops, &w2);
+	struct sbuf b;
+	uint8_t bad[32];
+	char err[128];
+
+	assert_non_null(pm2);
+	pm_write(f->pm, PM1_EN, 2, PWRBTN);
+	save_pm(f->pm, &b);
+	assert_int_equal(b.len, 14);
+	for (size_t n = 0; n < b.len; n++)
+		assert_int_equal(restore_pm(pm2, b.data, n, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[0] = 9;
+	assert_int_equal(restore_pm(pm2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "version 9");
+	/* SLP_EN in the control word (offset 6): never left set. */
+	memcpy(bad, b.data, b.len);
+	bad[7] |= 0x20;
+	assert_int_equal(restore_pm(pm2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "SLP_EN");
+	/* An SCI level that status and enable do not give (offset 9). */
+	memcpy(bad, b.data, b.len);
+	bad[9] = 1;
+	assert_int_equal(restore_pm(pm2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "sci_level");
+	/* RST_CPU in the reset register (offset 8). */
+	memcpy(bad, b.data, b.len);
+	bad[8] = 0x06;
+	assert_int_equal(restore_pm(pm2, bad, b.len, err, sizeof(err)), -1);
+	/* Nothing was applied. */
+	assert_int_equal(pm_read(pm2, PM1_EN, 2), 0);
+	assert_int_equal(w2.sci_calls, 0);
+	assert_int_equal(w2.nexits, 0);
+	sbuf_free(&b);
+	pm_free(pm2);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -314,6 +470,9 @@ int main(void)
 	    T(test_reset_register),
 	    T(test_reset_register_bit2_only),
 	    T(test_pm_timer),
+	    T(test_state_round_trip),
+	    T(test_state_timer_resumes),
+	    T(test_state_hostile),
 	};
 #undef T
 

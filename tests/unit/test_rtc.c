@@ -353,6 +353,94 @@ static void test_memory(void **state)
 	assert_int_equal(cmos_read(r, 0x5f), 254);
 }
 
+/* ---- saved state (rtc_state_ops) ---- */
+
+#define RTC_STATE_LEN (2 + 1 + 128 + 8)
+
+static void save_rtc(struct rtc *r, struct sbuf *b)
+{
+	char err[128] = "";
+
+	*b = (struct sbuf){0};
+	assert_int_equal(rtc_state_ops.save(r, b, err, sizeof(err)), 0);
+	assert_false(b->failed);
+	assert_int_equal(b->len, RTC_STATE_LEN);
+}
+
+static int restore_rtc(struct rtc *r, const uint8_t *p, size_t len, char *err, size_t errlen)
+{
+	struct sbuf_reader rd;
+
+	sbuf_reader_init(&rd, p, len);
+	if (rtc_state_ops.restore(r, &rd, err, errlen) < 0)
+		return -1;
+	return sbuf_reader_done(&rd, "lpc.rtc", err, errlen);
+}
+
+static void test_state_round_trip(void **state)
+{
+	struct rtc *r = *state, *r2 = rtc_create(false);
+	struct sbuf b;
+	char err[128] = "";
+
+	assert_non_null(r2);
+	rtc_set_memory(r, 512u << 20, 0, 2);
+	set_time(r, B_24H | B_BIN, 2030, 6, 15, 15, 34, 0);
+	cmos_write(r, 0x40, 0x77);
+	rtc_write(r, 0, 0x41); /* the index the guest left behind */
+	save_rtc(r, &b);
+	assert_int_equal(restore_rtc(r2, b.data, b.len, err, sizeof(err)), 0);
+	/* The index, the NVRAM, the mode and the firmware facts came along. */
+	assert_int_equal(rtc_read(r2, 0), 0x41);
+	assert_int_equal(cmos_read(r2, 0x40), 0x77);
+	assert_int_equal(cmos_read(r2, REG_B), B_24H | B_BIN);
+	assert_int_equal(cmos_read(r2, 0x5f), 1); /* vCPUs - 1 */
+	assert_int_equal(cmos_read(r2, 0x34), cmos_read(r, 0x34));
+	/* The clock is host time plus the guest's offset: it still reads the
+	 * time the guest set, in the registers' binary mode. */
+	expect_guest_time(r2, target());
+	assert_int_equal(cmos_read(r2, REG_YEAR), 30);
+	assert_int_equal(cmos_read(r2, REG_CENTURY), 20);
+	assert_int_equal(cmos_read(r2, REG_HOUR), 15);
+	sbuf_free(&b);
+	rtc_free(r2);
+}
+
+static void test_state_hostile(void **state)
+{
+	struct rtc *r = *state, *r2 = rtc_create(false);
+	struct sbuf b;
+	uint8_t bad[RTC_STATE_LEN + 1];
+	char err[128];
+
+	assert_non_null(r2);
+	set_time(r, B_24H, 2030, 6, 15, bcd(15), 34, 0);
+	cmos_write(r, 0x40, 0x77);
+	save_rtc(r, &b);
+	for (size_t n = 0; n < b.len; n++)
+		assert_int_equal(restore_rtc(r2, b.data, n, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[0] = 0;
+	assert_int_equal(restore_rtc(r2, bad, b.len, err, sizeof(err)), -1);
+	/* An index past the 128 bytes of CMOS (offset 2). */
+	memcpy(bad, b.data, b.len);
+	bad[2] = 0x80;
+	assert_int_equal(restore_rtc(r2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "index 128");
+	/* A clock offset of thousands of millennia (offset 131). */
+	memcpy(bad, b.data, b.len);
+	unit_put_le(bad + 131, 1ull << 62, 8);
+	assert_int_equal(restore_rtc(r2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "offset");
+	unit_put_le(bad + 131, (uint64_t) - (1ll << 62), 8);
+	assert_int_equal(restore_rtc(r2, bad, b.len, err, sizeof(err)), -1);
+	/* Nothing was applied: the fresh clock reads the host's time. */
+	assert_int_equal(cmos_read(r2, 0x40), 0);
+	assert_true(llabs((long long)(rtc_guest_time(r2) - time(NULL))) <= 2);
+	sbuf_free(&b);
+	rtc_free(r2);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_utc, teardown)
@@ -363,6 +451,7 @@ int main(void)
 	    T(test_set_bit_freezes),     T(test_single_register_write),
 	    T(test_hostile_time_values), cmocka_unit_test(test_localtime),
 	    T(test_reads_host_clock),    T(test_memory),
+	    T(test_state_round_trip),    T(test_state_hostile),
 	};
 #undef T
 

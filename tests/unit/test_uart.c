@@ -522,6 +522,165 @@ static void test_null_callbacks(void **state)
 	uart_free(NULL);
 }
 
+/* ---- saved state (uart_state_ops) ---- */
+
+/* Save `u` into `b` (freed by the caller). */
+static void save_uart(struct uart *u, struct sbuf *b)
+{
+	char err[128] = "";
+
+	*b = (struct sbuf){0};
+	assert_int_equal(uart_state_ops.save(u, b, err, sizeof(err)), 0);
+	assert_false(b->failed);
+}
+
+/* Restore `len` bytes into `u`: the participant's result, with the
+ * caller's end check folded in (trailing bytes fail too). */
+static int restore_uart(struct uart *u, const uint8_t *p, size_t len, char *err, size_t errlen)
+{
+	struct sbuf_reader r;
+
+	sbuf_reader_init(&r, p, len);
+	if (uart_state_ops.restore(u, &r, err, errlen) < 0)
+		return -1;
+	return sbuf_reader_done(&r, "lpc.com1", err, errlen);
+}
+
+/* A UART driven into a state with something in each register. */
+static void drive_uart(struct uart *u)
+{
+	uart_write(u, LCR, 0x83);
+	uart_write(u, DLL, 0x01);
+	uart_write(u, DLM, 0x00);
+	uart_write(u, LCR, 0x03);
+	uart_write(u, FCR, 0x01);
+	uart_write(u, IER, 0x01);
+	uart_write(u, MCR, 0x0b); /* DTR, RTS, OUT2 */
+	uart_write(u, SCR, 0x5a);
+	assert_int_equal(receive_str(u, "hello"), 5);
+	assert_int_equal(uart_read(u, RBR), 'h'); /* the FIFO's head is not at 0 */
+}
+
+static void test_state_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct wire w2 = {0};
+	struct uart *u2 = uart_create(&ops, &w2);
+	struct sbuf b;
+	char err[128] = "";
+
+	assert_non_null(u2);
+	drive_uart(f->u);
+	assert_true(f->w.irq);
+	save_uart(f->u, &b);
+	assert_int_equal(restore_uart(u2, b.data, b.len, err, sizeof(err)), 0);
+	/* The interrupt line of the new UART is driven high at once. */
+	assert_true(w2.irq);
+	assert_int_equal(w2.irq_raises, 1);
+	/* Both answer every register alike, the queued bytes come out. */
+	assert_int_equal(uart_read(u2, LCR), 0x03);
+	assert_int_equal(uart_read(u2, IER), 0x01);
+	assert_int_equal(uart_read(u2, MCR), 0x0b);
+	assert_int_equal(uart_read(u2, SCR), 0x5a);
+	assert_int_equal(uart_read(u2, MSR), uart_read(f->u, MSR));
+	assert_int_equal(uart_read(u2, IIR), 0xc4); /* data available, FIFOs on */
+	assert_int_equal(uart_read(u2, LSR), uart_read(f->u, LSR));
+	for (const char *c = "ello"; *c != '\0'; c++) {
+		assert_int_equal(uart_read(f->u, RBR), *c);
+		assert_int_equal(uart_read(u2, RBR), *c);
+	}
+	assert_false(w2.irq); /* drained */
+	assert_int_equal(uart_rx_room(u2), UART_FIFO_SIZE);
+	uart_write(u2, LCR, 0x83);
+	assert_int_equal(uart_read(u2, DLL), 0x01);
+	uart_write(u2, LCR, 0x03);
+	uart_write(u2, THR, '!');
+	assert_int_equal(w2.ntx, 1);
+	assert_int_equal(w2.tx[0], '!');
+	sbuf_free(&b);
+	uart_free(u2);
+}
+
+static void test_state_full_fifo(void **state)
+{
+	struct fixture *f = *state;
+	struct wire w2 = {0};
+	struct uart *u2 = uart_create(&ops, &w2);
+	struct sbuf b;
+	char err[128] = "";
+
+	assert_non_null(u2);
+	assert_int_equal(receive_str(f->u, "0123456789abcdefXYZ"), UART_FIFO_SIZE);
+	save_uart(f->u, &b);
+	assert_int_equal(restore_uart(u2, b.data, b.len, err, sizeof(err)), 0);
+	assert_false(w2.irq); /* IER and OUT2 are off */
+	assert_int_equal(w2.irq_calls, 1);
+	assert_int_equal(uart_rx_room(u2), 0);
+	/* rx_was_full came along: the first read asks the back end for more. */
+	assert_int_equal(uart_read(u2, RBR), '0');
+	assert_int_equal(w2.rx_room_calls, 1);
+	sbuf_free(&b);
+	uart_free(u2);
+}
+
+static void test_state_hostile(void **state)
+{
+	struct fixture *f = *state;
+	struct wire w2 = {0};
+	struct uart *u2 = uart_create(&ops, &w2);
+	struct sbuf b;
+	uint8_t bad[64];
+	char err[128];
+
+	assert_non_null(u2);
+	drive_uart(f->u);
+	save_uart(f->u, &b);
+	assert_true(b.len <= sizeof(bad));
+	/* Every truncation fails and changes nothing. */
+	for (size_t n = 0; n < b.len; n++) {
+		err[0] = '\0';
+		assert_int_equal(restore_uart(u2, b.data, n, err, sizeof(err)), -1);
+		assert_true(err[0] != '\0');
+	}
+	assert_int_equal(uart_read(u2, SCR), 0);
+	assert_int_equal(w2.irq_calls, 0);
+	/* A newer version. */
+	memcpy(bad, b.data, b.len);
+	bad[0] = 2;
+	assert_int_equal(restore_uart(u2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "version");
+	/* rx_count past the FIFO (offset 14). */
+	memcpy(bad, b.data, b.len);
+	bad[14] = 17;
+	assert_int_equal(restore_uart(u2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "rx_count 17 > 16");
+	/* An interrupt level the registers do not give (irq_level, offset 12). */
+	memcpy(bad, b.data, b.len);
+	bad[12] = 0;
+	assert_int_equal(restore_uart(u2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "irq_level");
+	/* A bool that is not 0 or 1, reserved IER bits. */
+	memcpy(bad, b.data, b.len);
+	bad[11] = 7;
+	assert_int_equal(restore_uart(u2, bad, b.len, err, sizeof(err)), -1);
+	memcpy(bad, b.data, b.len);
+	bad[2] = 0xff;
+	assert_int_equal(restore_uart(u2, bad, b.len, err, sizeof(err)), -1);
+	assert_contains(err, "ier");
+	/* Nothing of it was applied; the UART still works. */
+	assert_int_equal(uart_read(u2, SCR), 0);
+	assert_int_equal(uart_read(u2, LSR), 0x60);
+	assert_int_equal(w2.irq_calls, 0);
+	/* A byte left over: the caller's end check refuses the section (the
+	 * restore as a whole then fails; the fields may have been applied). */
+	memcpy(bad, b.data, b.len);
+	bad[b.len] = 0;
+	assert_int_equal(restore_uart(u2, bad, b.len + 1, err, sizeof(err)), -1);
+	assert_contains(err, "left over");
+	sbuf_free(&b);
+	uart_free(u2);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -540,6 +699,9 @@ int main(void)
 	    T(test_fcr_reset_resumes_input),
 	    T(test_overrun),
 	    T(test_readonly_registers),
+	    T(test_state_round_trip),
+	    T(test_state_full_fifo),
+	    T(test_state_hostile),
 	    cmocka_unit_test(test_null_callbacks),
 	};
 #undef T
