@@ -371,6 +371,13 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUI
            $(BUILD)/guests/pwrbtn.rom
 	@tests/api/run $(BUILD) $(BUILD)/san
 
+# Checkpoint, suspend and restore of the ticker guest on this host's KVM
+# (tests/snapshot/run; about 10 s a build).
+.PHONY: snapshot-tests
+snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl \
+                $(BUILD)/guests/ticker.rom
+	@tests/snapshot/run $(BUILD) $(BUILD)/san
+
 # vm web end to end as root on this host's KVM (tests/web/run: curl against
 # the refusals, playwright-core driving /usr/bin/chromium through log-in,
 # list, start, both consoles, stop; screenshots in $(BUILD)/web; about a
@@ -446,6 +453,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory guest-tests
 	@$(MAKE) --no-print-directory cli-tests
 	@$(MAKE) --no-print-directory api-tests
+	@$(MAKE) --no-print-directory snapshot-tests
 	@$(MAKE) --no-print-directory web-tests
 	@$(MAKE) --no-print-directory soak-tests
 	@$(MAKE) --no-print-directory term-tests

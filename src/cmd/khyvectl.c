@@ -774,7 +774,8 @@ static int keep_state_file(const struct opts *o, int fd, const char *tmp)
 	    renameat2(AT_FDCWD, tmp, AT_FDCWD, o->value, o->force ? 0 : RENAME_NOREPLACE) < 0 ||
 	    sync_parent(o->value) < 0) {
 		fprintf(stderr, "khyvectl: %s: %s\n", o->value,
-		        errno == EEXIST ? "the file exists (--force replaces it)" : strerror(errno));
+		        errno == EEXIST ? "the file exists (--force replaces it)"
+		                        : strerror(errno));
 		unlink(tmp);
 		return EXIT_LOCAL;
 	}

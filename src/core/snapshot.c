@@ -53,7 +53,9 @@ int machine_state_saveable(struct machine *m, char *err, size_t errlen)
 	for (unsigned i = 0; i < m->nstates; i++)
 		if (m->states[i].ops == NULL || m->states[i].ops->save == NULL ||
 		    m->states[i].ops->restore == NULL) {
-			snprintf(err, errlen, "%s cannot be saved yet (issue 14: not every device has its state saved)",
+			snprintf(err, errlen,
+			         "%s cannot be saved yet (issue 14: not every device has its state "
+			         "saved)",
 			         m->states[i].name);
 			return -1;
 		}
@@ -76,7 +78,8 @@ int machine_state_quiesce(struct machine *m, char *err, size_t errlen)
 		if (p->ops == NULL || p->ops->quiesce == NULL)
 			continue;
 		if (p->ops->quiesce(p->arg, why, sizeof(why)) < 0) {
-			snprintf(err, errlen, "%s: %s", p->name, why[0] ? why : "cannot be quiesced");
+			snprintf(err, errlen, "%s: %s", p->name,
+			         why[0] ? why : "cannot be quiesced");
 			/* Its own unquiesce too: the ops say it is called after a failure. */
 			unquiesce_from(m, i);
 			return -1;

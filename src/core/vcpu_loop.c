@@ -157,13 +157,19 @@ static void vcpu_dispatch_exit(struct machine *m, struct vcpu *v)
  * enter it once with immediate_exit before parking, and the saved
  * registers hold the finished instruction.
  */
+#define COMPLETE_IO_TRIES 64 /* a string I/O instruction exits once per chunk */
+
 static void complete_io_before_pause(struct machine *m, struct vcpu *v)
 {
-	if (vcpu_complete_io(v) < 0) {
-		log_err("vCPU %u: cannot complete its I/O before the pause: %s", v->index,
-		        strerror(errno));
-		machine_request_exit(m, KHYVE_EXIT_ERROR);
+	for (unsigned i = 0; i < COMPLETE_IO_TRIES; i++) {
+		if (vcpu_complete_io(v) == 0)
+			return;
+		if (errno != EAGAIN)
+			break;
+		vcpu_dispatch_exit(m, v);
 	}
+	log_err("vCPU %u: cannot complete its I/O before the pause: %s", v->index, strerror(errno));
+	machine_request_exit(m, KHYVE_EXIT_ERROR);
 }
 
 static void *vcpu_thread(void *arg)

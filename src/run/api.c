@@ -588,8 +588,9 @@ static void on_state_call(struct api *a, const cJSON *body, struct api_reply *r)
 {
 	(void)a;
 	(void)body;
-	reply_error(r, 400, "vm.checkpoint and vm.suspend pass the state file as a file descriptor "
-	                    "(docs/api.md)");
+	reply_error(r, 400,
+	            "vm.checkpoint and vm.suspend pass the state file as a file descriptor "
+	            "(docs/api.md)");
 }
 
 int api_state_check(struct api *a, const char *body, size_t len, struct api_reply *r)

@@ -432,8 +432,7 @@ static bool url_names(const char *url, const char *name)
 }
 
 /* PUT vm.media-insert, vm.checkpoint or vm.suspend with Upgrade: khyve-fd. */
-static enum fd_call wants_fd_upgrade(struct MHD_Connection *c, const char *url,
-                                     const char *method)
+static enum fd_call wants_fd_upgrade(struct MHD_Connection *c, const char *url, const char *method)
 {
 	const char *up = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_UPGRADE);
 

@@ -23,10 +23,10 @@
 #include "vmm/vcpu.h"
 #include "vmm/vmstate.h"
 
-#define SNAPSHOT_CREATOR   "khyve 0.1"
-#define SNAPSHOT_PAGE      4096u
-#define SNAPSHOT_PAUSE_MS  1000u
-#define SNAPSHOT_ERRLEN    384
+#define SNAPSHOT_CREATOR  "khyve 0.1"
+#define SNAPSHOT_PAGE     4096u
+#define SNAPSHOT_PAUSE_MS 1000u
+#define SNAPSHOT_ERRLEN   384
 
 /* ---- the configuration a state file names ---- */
 
@@ -36,10 +36,21 @@
  * socket, a VNC server on another port).  fnmatch(3) patterns.
  */
 static const char *const host_local_keys[] = {
-    "name",          "restore.*",      "config.*",          "sandbox.*",
-    "api.*",         "user.*",         "lpc.com[1-4].path", "lpc.debugcon.path",
-    "lpc.pc-testdev-debugcon",         "boot_probe",        "pci.*.tcp",
-    "pci.*.rfb",     "pci.*.unix",     "pci.*.password",    "pci.*.wait",
+    "name",
+    "restore.*",
+    "config.*",
+    "sandbox.*",
+    "api.*",
+    "user.*",
+    "lpc.com[1-4].path",
+    "lpc.debugcon.path",
+    "lpc.pc-testdev-debugcon",
+    "boot_probe",
+    "pci.*.tcp",
+    "pci.*.rfb",
+    "pci.*.unix",
+    "pci.*.password",
+    "pci.*.wait",
     "pci.*.vnc",
 };
 
@@ -135,10 +146,11 @@ static int key_order(const char *a, const char *b)
 static void describe_difference(const char *was, const char *is, char *err, size_t errlen)
 {
 	if (was != NULL && is != NULL && key_order(was, is) == 0)
-		snprintf(err, errlen, "the state file was made with %s, this khyve has %s", was, is);
+		snprintf(err, errlen, "the state file was made with %s, this khyve has %s", was,
+		         is);
 	else if (was != NULL && (is == NULL || key_order(was, is) < 0))
-		snprintf(err, errlen, "the state file was made with %s, this khyve has no %.*s", was,
-		         (int)strcspn(was, "="), was);
+		snprintf(err, errlen, "the state file was made with %s, this khyve has no %.*s",
+		         was, (int)strcspn(was, "="), was);
 	else
 		snprintf(err, errlen, "this khyve has %s, the state file was made without it", is);
 }
@@ -208,8 +220,7 @@ static int save_kvm_sections(struct machine *m, struct snapfile_writer *w, struc
 	char name[SNAPFILE_NAME_LEN];
 
 	sbuf_free(b);
-	if (vm_state_save(&m->vm, b, err, errlen) < 0 || b->failed ||
-	    write_section(w, "vm", b) < 0)
+	if (vm_state_save(&m->vm, b, err, errlen) < 0 || b->failed || write_section(w, "vm", b) < 0)
 		return -1;
 	for (unsigned i = 0; i < m->vm.ncpus; i++) {
 		sbuf_free(b);
@@ -420,8 +431,7 @@ static int restore_ram(struct restore_walk *rw, const char *name, char *err, siz
 	return 0;
 }
 
-static int restore_participant(struct restore_walk *rw, const char *name, char *err,
-                               size_t errlen)
+static int restore_participant(struct restore_walk *rw, const char *name, char *err, size_t errlen)
 {
 	struct machine *m = rw->m;
 
@@ -430,7 +440,8 @@ static int restore_participant(struct restore_walk *rw, const char *name, char *
 			snprintf(err, errlen, "the state file has %s where this khyve has %s", name,
 			         m->states[rw->states].name);
 		else
-			snprintf(err, errlen, "the state file has %s, which this khyve lacks", name);
+			snprintf(err, errlen, "the state file has %s, which this khyve lacks",
+			         name);
 		return -1;
 	}
 	if (read_payload(rw->r, name, &rw->buf, err, errlen) < 0 ||
@@ -463,7 +474,8 @@ static int restore_complete(struct restore_walk *rw, char *err, size_t errlen)
 	if (!rw->vm_seen || rw->vcpus != m->vm.ncpus || next_ram_region(rw) != NULL ||
 	    rw->states != m->nstates) {
 		if (rw->states < m->nstates && rw->vm_seen && rw->vcpus == m->vm.ncpus)
-			snprintf(err, errlen, "the state file lacks %s", m->states[rw->states].name);
+			snprintf(err, errlen, "the state file lacks %s",
+			         m->states[rw->states].name);
 		else
 			snprintf(err, errlen,
 			         "the state file has %u vCPUs and %u RAM regions; this khyve "

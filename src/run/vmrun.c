@@ -34,6 +34,7 @@
 #include "vmm/topology.h"
 #include "vmm/vcpu.h"
 #include "vmm/vcpu_stats.h"
+#include "vmm/vmstate.h"
 
 #define ERRLEN 512
 
@@ -274,7 +275,8 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot set the boot CPU state: %s", strerror(errno));
 		return -1;
 	}
-	if (restore_state(m, err, errlen) < 0)
+	/* A checkpoint comes from the sandboxed API thread: probe now. */
+	if (vm_state_probe(&m->vm, err, errlen) < 0 || restore_state(m, err, errlen) < 0)
 		return -1;
 	/* Their stats fds open now, before the jail and the sandbox. */
 	stats = vcpu_stats_register(&m->vm, true);

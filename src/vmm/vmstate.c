@@ -512,6 +512,17 @@ static void vcpu_put(struct sbuf *b, const struct vcpu_image *s)
 	put_events(b, &s->events);
 }
 
+int vm_state_probe(struct vm *vm, char *err, size_t errlen)
+{
+	if (vm->ncpus == 0 || vm->vcpus == NULL || vm->vcpus[0] == NULL) {
+		snprintf(err, errlen, "no vCPU to probe");
+		return -1;
+	}
+	if (probe_caps(vm, err, errlen) < 0 || probe_msrs(vm, vm->vcpus[0], err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
 int vcpu_state_save(struct vcpu *v, struct sbuf *out, char *err, size_t errlen)
 {
 	struct vcpu_image *s;

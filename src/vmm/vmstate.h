@@ -85,6 +85,14 @@ int vm_state_restore(struct vm *vm, struct sbuf_reader *in, char *err, size_t er
 int vm_state_restore_finish(struct vm *vm, char *err, size_t errlen);
 
 /*
+ * Probe now what saving needs (the capabilities and vCPU 0's MSR list),
+ * so that a checkpoint from a sandboxed thread later issues only the
+ * GET ioctls (lib/sandbox.c's API role).  Call after vm_create_vcpus(),
+ * before the sandbox is armed.  0, or -1 with one line in `err`.
+ */
+int vm_state_probe(struct vm *vm, char *err, size_t errlen);
+
+/*
  * Called by a vCPU's own thread, kick signal blocked (vcpu_block_kick()),
  * when a save is about to happen: if the last KVM_RUN returned
  * KVM_EXIT_IO or KVM_EXIT_MMIO, the instruction is not complete until
