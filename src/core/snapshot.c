@@ -19,8 +19,7 @@ static bool state_name_ok(const char *name)
 	return strcmp(name, "end") != 0;
 }
 
-int machine_add_state(struct machine *m, const char *name, const struct state_ops *ops,
-                      void *arg)
+int machine_add_state(struct machine *m, const char *name, const struct state_ops *ops, void *arg)
 {
 	struct state_participant *p;
 

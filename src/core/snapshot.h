@@ -67,8 +67,7 @@ struct state_participant {
  * the order participants were added and restored in that order too.
  * 0, or -1 (out of memory, a bad or repeated name: a bug, logged).
  */
-int machine_add_state(struct machine *m, const char *name, const struct state_ops *ops,
-                      void *arg);
+int machine_add_state(struct machine *m, const char *name, const struct state_ops *ops, void *arg);
 
 /* The participant called `name`, or NULL. */
 const struct state_participant *machine_state_find(struct machine *m, const char *name);

@@ -40,7 +40,7 @@ void sbuf_free(struct sbuf *b);
 struct sbuf_reader {
 	const uint8_t *p;
 	size_t len, off;
-	bool failed; /* read past the end, or sbuf_fail() */
+	bool failed;  /* read past the end, or sbuf_fail() */
 	char why[96]; /* what failed first, for the caller's error line */
 };
 
