@@ -2,11 +2,13 @@
  * libFuzzer target for the restore of PCI functions' saved state
  * (src/bus/pci.c, "saved state"): sections that are a real save with bytes
  * flipped and cut short, and raw bytes, restored into a host bridge, an
- * i440fx, an LPC bridge, the PIIX4 PM function and a fuzz-only emulation
+ * i440fx, an LPC bridge, the PIIX4 PM function, a fuzz-only emulation
  * with an I/O, a 32-bit and a 64-bit BAR, a ROM, MSI, MSI-X (irqfds made
- * by its vector_changed) and INTx, in a detached machine; config writes and
- * interrupts in between change what is saved.  Whatever a restore accepts
- * must save again and restore again (the round trip aborts otherwise).
+ * by its vector_changed) and INTx, and a fuzz-only virtio device whose
+ * section embeds the transport's (virtio_pci_save/restore), in a detached
+ * machine; config writes, interrupts and virtio register writes in between
+ * change what is saved.  Whatever a restore accepts must save again and
+ * restore again (the round trip aborts otherwise).
  *
  * Input: a sequence of ops, an opcode byte and its operands; bits 1:0:
  *   0 config write  u8 function, u16 register (n%4096), u8 size (1 << n%3),
@@ -15,12 +17,17 @@
  *                   (n%length) and u8 XOR mask, u16 cut (0: the whole
  *                   section, else at most n bytes of it)
  *   2 raw restore   u8 function, u16 length (n%8192), that many bytes
- *   3 interrupt     u8 function, u8 vector (pci_interrupt)
+ *   3 interrupt     u8 function, u8 vector (pci_interrupt); with opcode
+ *                   bit 2 instead a write to the virtio device's common
+ *                   configuration: u8 offset (n%0x38), u8 size (1 << n%3),
+ *                   u32 value (memory decoding is turned on first)
  * State carries over from input to input.
  */
 #include "fuzz.h"
 
 #include "bus/pci.h"
+#include "bus/virtio_pci.h"
+#include "core/iobus.h"
 #include "core/machine.h"
 #include "core/snapshot.h"
 #include "lib/config.h"
@@ -105,6 +112,78 @@ PCI_DEVEMU(fuzz_state_dev) = {
     .restore = fdev_restore,
 };
 
+/* A virtio device with no threads: the transport's state is all it has. */
+struct fvirt {
+	struct virtio_dev vd;
+};
+
+static void fvirt_nop(struct virtio_dev *vd)
+{
+	(void)vd;
+}
+
+static const struct virtio_ops fvirt_ops = {
+    .name = "fuzz-state-virtio",
+    .device_type = 42,
+    .pci_class = 0xff,
+    .start = fvirt_nop,
+    .stop = fvirt_nop,
+};
+
+static int fvirt_init(struct machine *mm, struct pci_func *f, struct config_node *node, char *err,
+                      size_t errlen)
+{
+	struct fvirt *v = calloc(1, sizeof(*v));
+
+	(void)mm;
+	(void)node;
+	if (v == NULL)
+		return -1;
+	return virtio_pci_init(&v->vd, f, &fvirt_ops, v, 2, 16, 1, 0, err, errlen);
+}
+
+static int fvirt_save(struct pci_func *f, struct sbuf *out, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	sbuf_put_u16(out, 1);
+	virtio_pci_save(f->softc, out);
+	return 0;
+}
+
+static int fvirt_restore(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	if (sbuf_get_version(in, 1) == 0)
+		return -1;
+	return virtio_pci_restore(f->softc, in);
+}
+
+PCI_DEVEMU(fuzz_state_virtio) = {
+    .name = "fuzz-state-virtio",
+    .init = fvirt_init,
+    .bar_read = virtio_pci_bar_read,
+    .bar_write = virtio_pci_bar_write,
+    .bar_moved = virtio_pci_bar_moved,
+    .vector_changed = virtio_pci_vector_changed,
+    .save = fvirt_save,
+    .restore = fvirt_restore,
+};
+
+static struct pci_func *virtio_func;
+
+static void virtio_common_write(struct fz *z)
+{
+	struct pci_func *f = virtio_func;
+	unsigned off = fz_u8(z) % 0x38, size = 1u << (fz_u8(z) % 3);
+	uint64_t val = fz_u32(z);
+
+	pci_cfg_write(f->bus, f->slot, f->func, PCIR_COMMAND, 2, PCIM_CMD_MEM);
+	if (f->bar[4].mapped)
+		(void)iobus_access(&m.mmio, f->bar[4].addr + (off & ~(size - 1)), size, true, &val);
+}
+
 static void no_intx(struct machine *mm, unsigned gsi, bool level)
 {
 	(void)mm;
@@ -126,14 +205,16 @@ static void setup_once(void)
 	    config_set("pci.0.1.3.device", "piix4-pm") < 0 ||
 	    config_set("pci.0.2.0.device", "i440fx") < 0 ||
 	    config_set("pci.0.5.0.device", "fuzz-state-dev") < 0 ||
-	    config_set("pci.0.6.0.device", "fuzz-state-dev") < 0)
+	    config_set("pci.0.6.0.device", "fuzz-state-dev") < 0 ||
+	    config_set("pci.0.7.0.device", "fuzz-state-virtio") < 0)
 		abort();
 	if (pci_init(&m, err, sizeof(err)) < 0) {
 		fprintf(stderr, "pci_init: %s\n", err);
 		abort();
 	}
 	nfunc = pci_count();
-	if (nfunc == 0 || m.nstates != nfunc)
+	virtio_func = pci_get(nfunc - 1);
+	if (nfunc == 0 || m.nstates != nfunc || virtio_func->slot != 7)
 		abort();
 }
 
@@ -229,9 +310,11 @@ static void fuzz_one(struct fz *z)
 			raw_restore(z);
 			break;
 		case 3: {
-			struct pci_func *f = pci_get(fz_u8(z) % nfunc);
-
-			pci_interrupt(f, fz_u8(z));
+			if (op & 4) {
+				virtio_common_write(z);
+				break;
+			}
+			pci_interrupt(pci_get(fz_u8(z) % nfunc), fz_u8(z));
 			break;
 		}
 		}
