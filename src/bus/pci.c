@@ -1091,6 +1091,20 @@ static int fixed_byte_matches(const struct pci_func *f, const struct pci_saved *
 	return -1;
 }
 
+/* The bits of capability byte `off` that no guest write changes
+ * (generic_cfg_write()): MSI's enable and MME, address and data, and
+ * MSI-X's enable and function mask are the writable ones. */
+static uint8_t cap_fixed_mask(const struct pci_func *f, unsigned off)
+{
+	if (f->msi.cap && off == f->msi.cap + 2u)
+		return (uint8_t)~0x71u;
+	if (f->msi.cap && off >= f->msi.cap + 4u && off < f->msi.cap + 14u)
+		return 0;
+	if (f->msix.cap && off == f->msix.cap + 3u)
+		return (uint8_t)~0xc0u;
+	return 0xff;
+}
+
 /*
  * Identity, header type, capability links and the read-only capability
  * fields: a saved image that differs there was made by another kind or
@@ -1104,15 +1118,11 @@ static int check_fixed_cfg(const struct pci_func *f, const struct pci_saved *s,
 
 	for (size_t i = 0; i < sizeof(pci_fixed_header); i++)
 		bad |= fixed_byte_matches(f, s, pci_fixed_header[i], 0xff, in);
-	if (f->msi.cap) {
-		bad |= fixed_byte_matches(f, s, f->msi.cap, 0xff, in);
-		bad |= fixed_byte_matches(f, s, f->msi.cap + 1u, 0xff, in);
-		bad |= fixed_byte_matches(f, s, f->msi.cap + 2u, 0x8e, in); /* 64-bit, MMC */
-	}
-	if (f->msix.cap) {
-		for (unsigned o = 0; o < 12; o++)
-			bad |= fixed_byte_matches(f, s, f->msix.cap + o, o == 3 ? 0x07 : 0xff, in);
-	}
+	/* An emulation with its own cfg_write may make more bytes writable;
+	 * without one, the capability list changes only where cap_fixed_mask()
+	 * says. */
+	for (unsigned off = 0x40; f->de->cfg_write == NULL && off < f->cap_end; off++)
+		bad |= fixed_byte_matches(f, s, off, cap_fixed_mask(f, off), in);
 	if (!bad && (cmd & ~PCI_CMD_WRITABLE) != 0) {
 		sbuf_fail(in, "command register 0x%04x has bits a guest cannot set", cmd);
 		bad = -1;

@@ -581,6 +581,8 @@ static void test_refuse_hostile(void **state)
 	refuse_patched(OFF_CFG, &b, 1, "config byte 0x000 is 0x35, this function's is 0x34");
 	b = 0xff; /* the MSI-X table size */
 	refuse_patched(OFF_CFG + a->msix.cap + 2, &b, 1, "config byte");
+	b = (uint8_t)(pristine_a[a->msi.cap + 2] ^ 0x02); /* MSI's Multiple Message Capable */
+	refuse_patched(OFF_CFG + a->msi.cap + 2, &b, 1, "config byte");
 	b = 0x08; /* command: special cycles */
 	refuse_patched(OFF_CFG + PCIR_COMMAND, &b, 1, "command register 0x0008");
 	/* INTx asserted on a function without it: piix4-pm has none */
