@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include "core/machine.h"
+#include "core/snapshot.h"
 #include "lib/config.h"
 #include "lib/file.h"
 #include "lib/log.h"
 #include "lib/parse.h"
+#include "lib/sbuf.h"
 #include "vmm/irq.h"
 
 #define PCI_MAX_FUNCS    256
@@ -381,7 +383,8 @@ int pci_add_msi_cap(struct pci_func *f, unsigned nvec)
 	return f->msi.cap ? 0 : -1;
 }
 
-static void msi_ctrl_write(struct pci_func *f)
+/* msi.enabled and msi.nvec from the capability's control register. */
+static void msi_ctrl_decode(struct pci_func *f)
 {
 	uint16_t ctrl = (uint16_t)pci_get_cfg(f, f->msi.cap + 2, 2);
 	unsigned mmc = (ctrl >> 1) & 7, mme = (ctrl >> 4) & 7;
@@ -390,6 +393,11 @@ static void msi_ctrl_write(struct pci_func *f)
 		mme = mmc;
 	f->msi.enabled = ctrl & MSI_CTRL_ENABLE;
 	f->msi.nvec = 1u << mme;
+}
+
+static void msi_ctrl_write(struct pci_func *f)
+{
+	msi_ctrl_decode(f);
 	if (f->msi.enabled)
 		intx_set(f, false);
 }
@@ -499,18 +507,30 @@ static void msix_deliver_pending(struct pci_func *f, unsigned vec)
 	irq_signal_msi(&f->m->vm, e->addr, e->data);
 }
 
-static void msix_ctrl_write(struct pci_func *f)
+/* msix.enabled and msix.function_masked from the control register. */
+static void msix_ctrl_decode(struct pci_func *f)
 {
 	uint16_t ctrl = (uint16_t)pci_get_cfg(f, f->msix.cap + 2, 2);
 
 	f->msix.enabled = ctrl & MSIX_CTRL_ENABLE;
 	f->msix.function_masked = ctrl & MSIX_CTRL_FMASK;
-	if (f->msix.enabled)
-		intx_set(f, false);
+}
+
+/* Bind or unbind every vector's irqfd and deliver what became unmasked. */
+static void msix_sync_all(struct pci_func *f)
+{
 	for (unsigned v = 0; v < f->msix.table_count; v++) {
 		msix_sync_irqfd(f, v);
 		msix_deliver_pending(f, v);
 	}
+}
+
+static void msix_ctrl_write(struct pci_func *f)
+{
+	msix_ctrl_decode(f);
+	if (f->msix.enabled)
+		intx_set(f, false);
+	msix_sync_all(f);
 }
 
 static uint64_t msix_table_read(struct pci_func *f, uint64_t off, unsigned size)
@@ -831,6 +851,431 @@ static int ecam_access(void *arg, uint64_t offset, unsigned size, bool is_write,
 	return 0;
 }
 
+/* ---- saved state (docs/design/snapshots.md section 2, "bus") ---- */
+
+#define PCI_STATE_VERSION 1
+#define PCI_CMD_WRITABLE  0x0547 /* command bits a guest can set */
+
+void pci_state_name(const struct pci_func *f, char *buf, size_t len)
+{
+	snprintf(buf, len, "pci.%u.%u.%u.%s", f->bus, f->slot, f->func, f->de->name);
+}
+
+int pci_save_nothing(struct pci_func *f, struct sbuf *out, char *err, size_t errlen)
+{
+	(void)f;
+	(void)err;
+	(void)errlen;
+	sbuf_put_u16(out, 1);
+	return 0;
+}
+
+int pci_restore_nothing(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	(void)f;
+	if (sbuf_get_version(in, 1) != 0)
+		return 0;
+	snprintf(err, errlen, "%s", in->why);
+	return -1;
+}
+
+/*
+ * The generic part of a section, read and checked whole before any of it
+ * is applied, so that a refused restore leaves the function as it was.
+ */
+struct pci_saved {
+	uint8_t cfg[PCI_CFG_SIZE];
+	struct {
+		uint8_t type;
+		uint64_t addr, size;
+	} bar[PCI_NBARS + 1];
+	bool intx_asserted;
+	bool msi_enabled;
+	uint32_t msi_nvec;
+	bool msix_enabled, msix_fmask;
+	struct msix_entry *table; /* msix.table_count entries (addr/data/ctrl), owned */
+	uint64_t *pba;            /* (table_count + 63) / 64 words, owned */
+};
+
+static unsigned msix_pba_words(const struct pci_func *f)
+{
+	return (f->msix.table_count + 63) / 64;
+}
+
+/* Events sent on an unbound irqfd (a masked vector) are pending interrupts
+ * that live in the eventfd, not in saved state: move them to the PBA. */
+static void msix_drain_unbound(struct pci_func *f)
+{
+	for (unsigned v = 0; v < f->msix.table_count; v++)
+		if (f->msix.table[v].irqfd >= 0 && f->msix.table[v].gsi < 0)
+			msix_drain_irqfd(f, v);
+}
+
+static void save_generic(struct pci_func *f, struct sbuf *out)
+{
+	size_t nlen = strlen(f->de->name);
+
+	if (nlen > UINT8_MAX)
+		nlen = UINT8_MAX;
+	sbuf_put_u16(out, PCI_STATE_VERSION);
+	sbuf_put_u8(out, (uint8_t)nlen);
+	sbuf_put_bytes(out, f->de->name, nlen);
+	pthread_mutex_lock(&f->cfg_lock);
+	msix_drain_unbound(f);
+	sbuf_put_bytes(out, f->cfg, PCI_CFG_SIZE);
+	for (int i = 0; i <= PCI_ROM_BAR; i++) {
+		sbuf_put_u8(out, (uint8_t)f->bar[i].type);
+		sbuf_put_u64(out, f->bar[i].addr);
+		sbuf_put_u64(out, f->bar[i].size);
+	}
+	sbuf_put_bool(out, f->intx_asserted);
+	sbuf_put_bool(out, f->msi.enabled);
+	sbuf_put_u32(out, f->msi.nvec);
+	sbuf_put_u32(out, f->msix.table_count);
+	sbuf_put_bool(out, f->msix.enabled);
+	sbuf_put_bool(out, f->msix.function_masked);
+	for (unsigned v = 0; v < f->msix.table_count; v++) {
+		sbuf_put_u64(out, f->msix.table[v].addr);
+		sbuf_put_u32(out, f->msix.table[v].data);
+		sbuf_put_u32(out, f->msix.table[v].ctrl);
+	}
+	for (unsigned w = 0; w < msix_pba_words(f); w++)
+		sbuf_put_u64(out, f->msix.pba[w]);
+	pthread_mutex_unlock(&f->cfg_lock);
+}
+
+static int pci_state_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	struct pci_func *f = arg;
+	char name[STATE_NAME_LEN];
+
+	save_generic(f, out);
+	if (f->de->save(f, out, err, errlen) < 0)
+		return -1;
+	if (out->failed) {
+		pci_state_name(f, name, sizeof(name));
+		snprintf(err, errlen, "%s: out of memory", name);
+		return -1;
+	}
+	return 0;
+}
+
+/* The saved emulation name must be this function's (a state file made
+ * with another device in the slot is refused, not misread). */
+static int read_emulation_name(const struct pci_func *f, struct sbuf_reader *in)
+{
+	char name[UINT8_MAX + 1];
+	uint8_t nlen = sbuf_get_u8(in);
+
+	sbuf_get_bytes(in, name, nlen);
+	name[nlen] = '\0';
+	if (in->failed)
+		return -1;
+	for (unsigned i = 0; i < nlen; i++)
+		if (name[i] < '!' || name[i] > '~')
+			name[i] = '?'; /* it goes into an error line */
+	if (strcmp(name, f->de->name) != 0) {
+		sbuf_fail(in, "saved from a %.40s, this function is a %s", name, f->de->name);
+		return -1;
+	}
+	return 0;
+}
+
+static int read_msix(const struct pci_func *f, struct sbuf_reader *in, struct pci_saved *s)
+{
+	uint32_t count = sbuf_get_u32(in);
+	unsigned nw = msix_pba_words(f);
+
+	s->msix_enabled = sbuf_get_bool(in);
+	s->msix_fmask = sbuf_get_bool(in);
+	if (in->failed)
+		return -1;
+	if (count != f->msix.table_count) {
+		sbuf_fail(in, "MSI-X table of %u vectors, this function has %u", count,
+		          f->msix.table_count);
+		return -1;
+	}
+	if (count == 0)
+		return 0;
+	s->table = calloc(count, sizeof(*s->table));
+	s->pba = calloc(nw, sizeof(*s->pba));
+	if (s->table == NULL || s->pba == NULL) {
+		sbuf_fail(in, "out of memory");
+		return -1;
+	}
+	for (unsigned v = 0; v < count && !in->failed; v++) {
+		s->table[v].addr = sbuf_get_u64(in);
+		s->table[v].data = sbuf_get_u32(in);
+		s->table[v].ctrl = sbuf_get_u32(in);
+		if (s->table[v].ctrl & ~(uint32_t)MSIX_VEC_MASKED)
+			sbuf_fail(in, "MSI-X vector %u control 0x%x has reserved bits", v,
+			          s->table[v].ctrl);
+	}
+	for (unsigned w = 0; w < nw; w++)
+		s->pba[w] = sbuf_get_u64(in);
+	if (!in->failed && count % 64 != 0 && (s->pba[nw - 1] >> (count % 64)) != 0)
+		sbuf_fail(in, "MSI-X pending bits past vector %u", count - 1);
+	return in->failed ? -1 : 0;
+}
+
+static int read_generic(const struct pci_func *f, struct sbuf_reader *in, struct pci_saved *s)
+{
+	if (sbuf_get_version(in, PCI_STATE_VERSION) == 0 || read_emulation_name(f, in) < 0)
+		return -1;
+	sbuf_get_bytes(in, s->cfg, PCI_CFG_SIZE);
+	for (int i = 0; i <= PCI_ROM_BAR; i++) {
+		s->bar[i].type = sbuf_get_u8(in);
+		s->bar[i].addr = sbuf_get_u64(in);
+		s->bar[i].size = sbuf_get_u64(in);
+	}
+	s->intx_asserted = sbuf_get_bool(in);
+	s->msi_enabled = sbuf_get_bool(in);
+	s->msi_nvec = sbuf_get_u32(in);
+	if (in->failed)
+		return -1;
+	return read_msix(f, in, s);
+}
+
+/* One past the highest address a BAR of `type` can hold; 0: all of 64 bits. */
+static uint64_t bar_addr_limit(enum pci_bar_type type)
+{
+	switch (type) {
+	case PCI_BAR_IO:
+		return PCI_IO_END;
+	case PCI_BAR_MEM32:
+	case PCI_BAR_ROM:
+		return 1ull << 32;
+	case PCI_BAR_MEM64:
+		return 0;
+	default:
+		return 1; /* no BAR, or the upper half of one: address 0 */
+	}
+}
+
+/* A BAR must be the kind and size this function declares, at an address
+ * a guest could have written (aligned, inside its address space). */
+static int check_bar(const struct pci_func *f, int i, const struct pci_saved *s,
+                     struct sbuf_reader *in)
+{
+	const struct pci_bar *b = &f->bar[i];
+	uint64_t addr = s->bar[i].addr, size = s->bar[i].size;
+	uint64_t limit = bar_addr_limit(b->type);
+
+	if (s->bar[i].type != b->type || size != b->size) {
+		sbuf_fail(in,
+		          "BAR%d is type %u of 0x%llx bytes, this function's is type %u of 0x%llx",
+		          i, s->bar[i].type, (unsigned long long)size, (unsigned)b->type,
+		          (unsigned long long)b->size);
+		return -1;
+	}
+	if ((size != 0 && (addr & (size - 1)) != 0) || (limit != 0 && addr >= limit) ||
+	    (limit == 0 && addr > UINT64_MAX - size)) {
+		sbuf_fail(in, "BAR%d address 0x%llx is not one a guest can set", i,
+		          (unsigned long long)addr);
+		return -1;
+	}
+	return 0;
+}
+
+/* Offsets of the header that no guest write changes (PCI 3.0 6.2.1). */
+static const uint8_t pci_fixed_header[] = {0x00, 0x01, 0x02, 0x03, 0x08, 0x09, 0x0a, 0x0b,
+                                           0x0e, 0x2c, 0x2d, 0x2e, 0x2f, 0x34, 0x3d};
+
+static int fixed_byte_matches(const struct pci_func *f, const struct pci_saved *s, unsigned off,
+                              uint8_t mask, struct sbuf_reader *in)
+{
+	if (((s->cfg[off] ^ f->cfg[off]) & mask) == 0)
+		return 0;
+	sbuf_fail(in, "config byte 0x%03x is 0x%02x, this function's is 0x%02x", off, s->cfg[off],
+	          f->cfg[off]);
+	return -1;
+}
+
+/* The bits of capability byte `off` that no guest write changes
+ * (generic_cfg_write()): MSI's enable and MME, address and data, and
+ * MSI-X's enable and function mask are the writable ones. */
+static uint8_t cap_fixed_mask(const struct pci_func *f, unsigned off)
+{
+	if (f->msi.cap && off == f->msi.cap + 2u)
+		return (uint8_t)~0x71u;
+	if (f->msi.cap && off >= f->msi.cap + 4u && off < f->msi.cap + 14u)
+		return 0;
+	if (f->msix.cap && off == f->msix.cap + 3u)
+		return (uint8_t)~0xc0u;
+	return 0xff;
+}
+
+/*
+ * Identity, header type, capability links and the read-only capability
+ * fields: a saved image that differs there was made by another kind or
+ * configuration of device.
+ */
+static int check_fixed_cfg(const struct pci_func *f, const struct pci_saved *s,
+                           struct sbuf_reader *in)
+{
+	unsigned cmd = s->cfg[PCIR_COMMAND] | (unsigned)s->cfg[PCIR_COMMAND + 1] << 8;
+	int bad = 0;
+
+	for (size_t i = 0; i < sizeof(pci_fixed_header); i++)
+		bad |= fixed_byte_matches(f, s, pci_fixed_header[i], 0xff, in);
+	/* An emulation with its own cfg_write may make more bytes writable;
+	 * without one, the capability list changes only where cap_fixed_mask()
+	 * says. */
+	for (unsigned off = 0x40; f->de->cfg_write == NULL && off < f->cap_end; off++)
+		bad |= fixed_byte_matches(f, s, off, cap_fixed_mask(f, off), in);
+	if (!bad && (cmd & ~PCI_CMD_WRITABLE) != 0) {
+		sbuf_fail(in, "command register 0x%04x has bits a guest cannot set", cmd);
+		bad = -1;
+	}
+	return bad ? -1 : 0;
+}
+
+/* The derived flags must agree with the control registers they come from. */
+static int check_vectors(const struct pci_func *f, const struct pci_saved *s,
+                         struct sbuf_reader *in)
+{
+	unsigned msi_ctrl = f->msi.cap ? s->cfg[f->msi.cap + 2u] : 0;
+	unsigned msix_ctrl = f->msix.cap ? s->cfg[f->msix.cap + 3u] : 0;
+	bool msi_on = msi_ctrl & MSI_CTRL_ENABLE;
+
+	if (s->msi_enabled != msi_on || s->msi_nvec > 32 ||
+	    (s->msi_nvec & (s->msi_nvec - 1)) != 0) {
+		sbuf_fail(in, "MSI enabled %d with %u vectors disagrees with its capability",
+		          s->msi_enabled, s->msi_nvec);
+		return -1;
+	}
+	if (s->msix_enabled != ((msix_ctrl & (MSIX_CTRL_ENABLE >> 8)) != 0) ||
+	    s->msix_fmask != ((msix_ctrl & (MSIX_CTRL_FMASK >> 8)) != 0)) {
+		sbuf_fail(in, "MSI-X enabled %d masked %d disagrees with its capability",
+		          s->msix_enabled, s->msix_fmask);
+		return -1;
+	}
+	if (s->intx_asserted && f->intx_gsi < 0) {
+		sbuf_fail(in, "INTx asserted on a function without INTx");
+		return -1;
+	}
+	return 0;
+}
+
+static int check_generic(const struct pci_func *f, const struct pci_saved *s,
+                         struct sbuf_reader *in)
+{
+	for (int i = 0; i <= PCI_ROM_BAR; i++)
+		if (check_bar(f, i, s, in) < 0)
+			return -1;
+	if (check_fixed_cfg(f, s, in) < 0)
+		return -1;
+	return check_vectors(f, s, in);
+}
+
+/*
+ * Put checked state in place and re-drive what follows from it, through
+ * the paths a guest's own writes take: BARs unmapped, moved and mapped
+ * again where the command register decodes them (bar_moved on each),
+ * MSI-X routes and irqfds rebound, pending vectors that are unmasked
+ * delivered, the INTx line driven to its saved level.  cfg_lock held.
+ */
+static void apply_generic(struct pci_func *f, const struct pci_saved *s)
+{
+	for (int i = 0; i <= PCI_ROM_BAR; i++)
+		bar_unmap(f, &f->bar[i]);
+	memcpy(f->cfg, s->cfg, PCI_CFG_SIZE);
+	for (int i = 0; i <= PCI_ROM_BAR; i++) {
+		if (f->bar[i].type == PCI_BAR_NONE || f->bar[i].type == PCI_BAR_MEM64_HI)
+			continue;
+		f->bar[i].addr = s->bar[i].addr;
+		bar_store_register(f, i);
+	}
+	bars_update(f);
+	f->msi.enabled = s->msi_enabled;
+	f->msi.nvec = s->msi_nvec;
+	if (f->msix.cap) {
+		for (unsigned v = 0; v < f->msix.table_count; v++) {
+			f->msix.table[v].addr = s->table[v].addr;
+			f->msix.table[v].data = s->table[v].data;
+			f->msix.table[v].ctrl = s->table[v].ctrl;
+		}
+		memcpy(f->msix.pba, s->pba, msix_pba_words(f) * sizeof(*f->msix.pba));
+		f->msix.enabled = s->msix_enabled;
+		f->msix.function_masked = s->msix_fmask;
+		msix_sync_all(f);
+	}
+	if (f->intx_gsi >= 0 && s->intx_asserted != f->intx_asserted) {
+		f->intx_asserted = s->intx_asserted;
+		machine_intx_level(f->m, (unsigned)f->intx_gsi, s->intx_asserted);
+	}
+}
+
+static int pci_state_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct pci_func *f = arg;
+	struct pci_saved *s = calloc(1, sizeof(*s));
+	char name[STATE_NAME_LEN];
+	int rc = -1;
+
+	pci_state_name(f, name, sizeof(name));
+	if (s == NULL) {
+		snprintf(err, errlen, "%s: out of memory", name);
+		return -1;
+	}
+	if (read_generic(f, in, s) == 0 && check_generic(f, s, in) == 0) {
+		pthread_mutex_lock(&f->cfg_lock);
+		apply_generic(f, s);
+		pthread_mutex_unlock(&f->cfg_lock);
+		if (f->de->vector_changed != NULL)
+			f->de->vector_changed(f);
+		rc = f->de->restore(f, in, err, errlen);
+	}
+	if (in->failed)
+		rc = sbuf_reader_done(in, name, err, errlen);
+	free(s->table);
+	free(s->pba);
+	free(s);
+	return rc;
+}
+
+static int pci_state_quiesce(void *arg, char *err, size_t errlen)
+{
+	struct pci_func *f = arg;
+
+	return f->de->quiesce != NULL ? f->de->quiesce(f, err, errlen) : 0;
+}
+
+static void pci_state_unquiesce(void *arg)
+{
+	struct pci_func *f = arg;
+
+	if (f->de->unquiesce != NULL)
+		f->de->unquiesce(f);
+}
+
+static const struct state_ops pci_state_ops = {
+    .quiesce = pci_state_quiesce,
+    .unquiesce = pci_state_unquiesce,
+    .save = pci_state_save,
+    .restore = pci_state_restore,
+};
+
+/* An emulation without save/restore: save NULL makes a checkpoint refuse
+ * it up front, and there is no section of it to restore. */
+static const struct state_ops pci_unsaveable_ops = {
+    .quiesce = pci_state_quiesce,
+    .unquiesce = pci_state_unquiesce,
+};
+
+static int register_state(struct pci_func *f, char *err, size_t errlen)
+{
+	bool saveable = f->de->save != NULL && f->de->restore != NULL;
+	char name[STATE_NAME_LEN];
+
+	pci_state_name(f, name, sizeof(name));
+	if (machine_add_state(f->m, name, saveable ? &pci_state_ops : &pci_unsaveable_ops, f) < 0) {
+		snprintf(err, errlen, "%s: cannot register its saved state", name);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- creation ---- */
 
 void pci_mmio64_window(uint64_t *base, uint64_t *size)
@@ -934,7 +1379,7 @@ static int create_func(struct machine *m, unsigned bus, unsigned slot, unsigned 
 		         why[0] ? why : "cannot create");
 		return -1;
 	}
-	return 0;
+	return register_state(f, err, errlen);
 }
 
 /* Config children are named by number; visit them in numeric order. */

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bus/pci_slot.h"
@@ -197,6 +198,34 @@ int pci_msix_irqfd(struct pci_func *f, unsigned vec);
  * the pending bit at the next mask, or is delivered by the next bind).
  */
 int pci_msix_live_irqfd(struct pci_func *f, unsigned vec);
+
+/* ---- saved state (docs/design/snapshots.md section 2, "bus") ---- */
+
+struct sbuf;
+struct sbuf_reader;
+
+/*
+ * Every function gets a state participant (core/snapshot.h) when pci_init()
+ * creates it, named "pci.B.S.F.EMUL" (truncated to STATE_NAME_LEN - 1
+ * bytes).  Its section, version 1: u8 length + the emulation's name, the
+ * 4096 config bytes, per BAR 0-5 and the ROM: u8 type, u64 addr, u64 size;
+ * intx_asserted, msi.enabled, u32 msi.nvec, u32 MSI-X table_count,
+ * msix.enabled, msix.function_masked, per vector u64 addr, u32 data, u32
+ * ctrl, then the PBA words; then what pci_devemu.save wrote.  A restore
+ * refuses another emulation, another table size, BAR kinds or sizes, or
+ * read-only config bytes other than this function's, then maps the BARs,
+ * rebinds MSI-X and drives INTx as guest writes would.  An emulation
+ * without save and restore registers with state_ops.save == NULL.
+ */
+
+/* The participant name of `f` into `buf` (`len` bytes, STATE_NAME_LEN). */
+void pci_state_name(const struct pci_func *f, char *buf, size_t len);
+
+/* pci_devemu.save/restore for an emulation whose state is all in the
+ * generic part (config space, BARs, vectors): a u16 version 1 and nothing
+ * else.  0, or -1 with the reason in `err`. */
+int pci_save_nothing(struct pci_func *f, struct sbuf *out, char *err, size_t errlen);
+int pci_restore_nothing(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen);
 
 /* ---- for the machine ---- */
 

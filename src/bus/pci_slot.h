@@ -18,6 +18,8 @@ struct aml;
 struct config_node;
 struct machine;
 struct pci_func;
+struct sbuf;
+struct sbuf_reader;
 
 struct pci_devemu {
 	const char *name; /* as written after the slot: "virtio-blk", "lpc" */
@@ -58,6 +60,33 @@ struct pci_devemu {
 	/* Optional: add AML for the function inside \_SB.PCI0 (bhyve's
 	 * pe_write_dsdt). */
 	void (*write_dsdt)(struct pci_func *f, struct aml *a);
+
+	/*
+	 * Saved state (docs/design/snapshots.md section 2, "dev").  The PCI
+	 * layer registers one state participant per function, "pci.B.S.F.EMUL"
+	 * (bus/pci.c), whose section holds the generic part (config space,
+	 * BARs, INTx, MSI, MSI-X) followed by what these ops write.  Called
+	 * with the vCPUs paused and without the function's cfg_lock; take the
+	 * emulation's own lock.
+	 */
+	/* Optional: stop taking work and wait (bounded, about a second) until
+	 * every request in flight has posted its completion.  0, or -1 with
+	 * one line in `err` (unquiesce still follows). */
+	int (*quiesce)(struct pci_func *f, char *err, size_t errlen);
+	/* Optional: undo quiesce. */
+	void (*unquiesce)(struct pci_func *f);
+	/* Write the emulation's own state, starting with its u16 version, field
+	 * by field (never pointers, fds, locks or threads).  NULL (with or
+	 * without restore) marks an emulation that cannot be saved: a
+	 * checkpoint then refuses "pci.B.S.F.EMUL cannot be saved".  One with
+	 * nothing of its own writes only the version (pci_save_nothing).
+	 * 0, or -1 with one line in `err`. */
+	int (*save)(struct pci_func *f, struct sbuf *out, char *err, size_t errlen);
+	/* Read what save wrote: hostile data, check every value (sbuf_fail),
+	 * then re-drive what follows from it.  Runs after the generic part is
+	 * restored (BARs mapped, MSI-X table loaded, vector_changed called).
+	 * 0, or -1 with one line in `err`. */
+	int (*restore)(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen);
 };
 
 #define PCI_DEVEMU(id)                                                                             \

@@ -12,6 +12,7 @@
 #include "core/machine.h"
 #include "lib/log.h"
 #include "lib/sandbox.h"
+#include "lib/sbuf.h"
 
 #define VIRTIO_VENDOR       0x1af4
 #define VIRTIO_DEVICE_BASE  0x1040
@@ -621,4 +622,230 @@ int virtio_pci_init(struct virtio_dev *vd, struct pci_func *f, const struct virt
 	pci_add_cap(f, pcicap, sizeof(pcicap));
 	pci_enable_intx(f);
 	return 0;
+}
+
+/* ---- saved state (docs/design/snapshots.md section 2, "virtio transport") ---- */
+
+#define VIRTIO_STATE_VERSION 1
+
+struct vq_saved {
+	uint16_t size, msix_vector;
+	bool enabled, ready;
+	uint64_t desc, driver, device;
+	uint16_t last_avail, used_idx, signalled_used;
+	bool signalled_valid;
+};
+
+/* The transport's part, read and checked whole before any of it is applied. */
+struct virtio_saved {
+	uint64_t device_features, driver_features;
+	uint32_t device_feature_select, driver_feature_select;
+	uint8_t status, config_generation, isr;
+	bool needs_reset;
+	uint16_t queue_select, msix_config;
+	struct vq_saved q[VIRTIO_MAX_QUEUES];
+};
+
+static void save_queue(struct virtio_queue *q, struct sbuf *out)
+{
+	pthread_mutex_lock(&q->lock);
+	sbuf_put_u16(out, q->size);
+	sbuf_put_u16(out, __atomic_load_n(&q->msix_vector, __ATOMIC_RELAXED));
+	sbuf_put_bool(out, q->enabled);
+	sbuf_put_bool(out, q->vq.ready);
+	sbuf_put_u64(out, q->desc);
+	sbuf_put_u64(out, q->driver);
+	sbuf_put_u64(out, q->device);
+	sbuf_put_u16(out, q->vq.last_avail);
+	sbuf_put_u16(out, q->vq.used_idx);
+	sbuf_put_u16(out, q->vq.signalled_used);
+	sbuf_put_bool(out, q->vq.signalled_valid);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void virtio_pci_save(struct virtio_dev *vd, struct sbuf *out)
+{
+	pthread_mutex_lock(&vd->lock);
+	sbuf_put_u16(out, VIRTIO_STATE_VERSION);
+	sbuf_put_u32(out, vd->nqueues);
+	sbuf_put_u64(out, vd->device_features);
+	sbuf_put_u64(out, vd->driver_features);
+	sbuf_put_u32(out, vd->device_feature_select);
+	sbuf_put_u32(out, vd->driver_feature_select);
+	sbuf_put_u8(out, __atomic_load_n(&vd->status, __ATOMIC_SEQ_CST));
+	sbuf_put_u8(out, __atomic_load_n(&vd->config_generation, __ATOMIC_SEQ_CST));
+	sbuf_put_u8(out, __atomic_load_n(&vd->isr, __ATOMIC_SEQ_CST));
+	sbuf_put_bool(out, __atomic_load_n(&vd->needs_reset, __ATOMIC_SEQ_CST));
+	sbuf_put_u16(out, vd->queue_select);
+	sbuf_put_u16(out, __atomic_load_n(&vd->msix_config, __ATOMIC_RELAXED));
+	for (unsigned q = 0; q < vd->nqueues; q++)
+		save_queue(&vd->queue[q], out);
+	pthread_mutex_unlock(&vd->lock);
+}
+
+static bool vector_ok(const struct virtio_dev *vd, uint16_t vec)
+{
+	return vec == VIRTIO_MSI_NO_VECTOR || vec < vd->pf->msix.table_count;
+}
+
+/* vq_init() has no side effects but on the struct it fills: try it. */
+static bool rings_in_ram(const struct virtio_dev *vd, const struct vq_saved *s)
+{
+	struct virtqueue trial;
+
+	return vq_init(&trial, &vd->pf->m->vm.mem, s->size, s->desc, s->driver, s->device, false,
+	               false) == 0;
+}
+
+static int read_queue(const struct virtio_dev *vd, unsigned i, struct sbuf_reader *in,
+                      struct vq_saved *s)
+{
+	const struct virtio_queue *q = &vd->queue[i];
+
+	s->size = sbuf_get_u16(in);
+	s->msix_vector = sbuf_get_u16(in);
+	s->enabled = sbuf_get_bool(in);
+	s->ready = sbuf_get_bool(in);
+	s->desc = sbuf_get_u64(in);
+	s->driver = sbuf_get_u64(in);
+	s->device = sbuf_get_u64(in);
+	s->last_avail = sbuf_get_u16(in);
+	s->used_idx = sbuf_get_u16(in);
+	s->signalled_used = sbuf_get_u16(in);
+	s->signalled_valid = sbuf_get_bool(in);
+	if (in->failed)
+		return -1;
+	if (s->size == 0 || s->size > q->max_size || (s->size & (s->size - 1)) != 0)
+		sbuf_fail(in, "queue %u size %u, this device takes powers of two up to %u", i,
+		          s->size, q->max_size);
+	else if (!vector_ok(vd, s->msix_vector))
+		sbuf_fail(in, "queue %u MSI-X vector %u out of range", i, s->msix_vector);
+	else if (s->ready && !s->enabled)
+		sbuf_fail(in, "queue %u ready but not enabled", i);
+	else if (s->ready && !rings_in_ram(vd, s))
+		sbuf_fail(in, "queue %u rings are outside guest RAM or misaligned", i);
+	return in->failed ? -1 : 0;
+}
+
+static int read_transport(const struct virtio_dev *vd, struct sbuf_reader *in,
+                          struct virtio_saved *s)
+{
+	uint32_t nqueues;
+
+	if (sbuf_get_version(in, VIRTIO_STATE_VERSION) == 0)
+		return -1;
+	nqueues = sbuf_get_u32(in);
+	s->device_features = sbuf_get_u64(in);
+	s->driver_features = sbuf_get_u64(in);
+	s->device_feature_select = sbuf_get_u32(in);
+	s->driver_feature_select = sbuf_get_u32(in);
+	s->status = sbuf_get_u8(in);
+	s->config_generation = sbuf_get_u8(in);
+	s->isr = sbuf_get_u8(in);
+	s->needs_reset = sbuf_get_bool(in);
+	s->queue_select = sbuf_get_u16(in);
+	s->msix_config = sbuf_get_u16(in);
+	if (in->failed)
+		return -1;
+	if (nqueues != vd->nqueues)
+		sbuf_fail(in, "%u queues, this device has %u", nqueues, vd->nqueues);
+	else if (s->device_features != vd->device_features)
+		sbuf_fail(in, "device features 0x%llx, this device offers 0x%llx",
+		          (unsigned long long)s->device_features,
+		          (unsigned long long)vd->device_features);
+	else if ((s->driver_features & ~s->device_features) != 0)
+		sbuf_fail(in, "driver features 0x%llx not offered",
+		          (unsigned long long)s->driver_features);
+	else if (s->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET)
+		sbuf_fail(in, "status 0x%02x: NEEDS_RESET is not a driver bit", s->status);
+	else if (s->isr & ~(ISR_QUEUE | ISR_CONFIG))
+		sbuf_fail(in, "ISR 0x%02x has unknown bits", s->isr);
+	else if (!vector_ok(vd, s->msix_config))
+		sbuf_fail(in, "config MSI-X vector %u out of range", s->msix_config);
+	for (unsigned q = 0; q < vd->nqueues && !in->failed; q++)
+		read_queue(vd, q, in, &s->q[q]);
+	return in->failed ? -1 : 0;
+}
+
+/* Map a saved queue's rings again (read_queue() checked them); its ring
+ * indices carry on from where the source left them.  vd->lock held. */
+static void restore_queue(struct virtio_dev *vd, unsigned i, const struct vq_saved *s)
+{
+	struct virtio_queue *q = &vd->queue[i];
+
+	pthread_mutex_lock(&q->lock);
+	q->size = s->size;
+	__atomic_store_n(&q->msix_vector, s->msix_vector, __ATOMIC_RELAXED);
+	q->desc = s->desc;
+	q->driver = s->driver;
+	q->device = s->device;
+	q->enabled = s->enabled;
+	if (s->ready) {
+		(void)vq_init(&q->vq, &vd->pf->m->vm.mem, q->size, q->desc, q->driver, q->device,
+		              virtio_has_feature(vd, VIRTIO_F_EVENT_IDX),
+		              virtio_has_feature(vd, VIRTIO_F_INDIRECT_DESC));
+		q->vq.last_avail = s->last_avail;
+		q->vq.used_idx = s->used_idx;
+		q->vq.signalled_used = s->signalled_used;
+		q->vq.signalled_valid = s->signalled_valid;
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* Put the saved transport in place over a reset device, then re-drive
+ * what a driver's writes would have: features_ok, irqfds, ioeventfds, the
+ * device's start, one kick per ready queue (a kick that raced the pause is
+ * not lost; a spurious one finds no work).  Called with vd->lock held. */
+static void apply_transport(struct virtio_dev *vd, const struct virtio_saved *s)
+{
+	/* The generic PCI restore drove INTx already; the reset drops it. */
+	bool intx = vd->pf->intx_asserted;
+	uint64_t one = 1;
+
+	device_reset(vd);
+	if (intx)
+		pci_intx_assert(vd->pf);
+	vd->driver_features = s->driver_features;
+	vd->device_feature_select = s->device_feature_select;
+	vd->driver_feature_select = s->driver_feature_select;
+	vd->queue_select = s->queue_select;
+	__atomic_store_n(&vd->msix_config, s->msix_config, __ATOMIC_RELAXED);
+	__atomic_store_n(&vd->config_generation, s->config_generation, __ATOMIC_SEQ_CST);
+	for (unsigned q = 0; q < vd->nqueues; q++)
+		restore_queue(vd, q, &s->q[q]);
+	if ((s->status & VIRTIO_STATUS_FEATURES_OK) && vd->ops->features_ok != NULL)
+		vd->ops->features_ok(vd);
+	__atomic_store_n(&vd->status, s->status, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&vd->needs_reset, s->needs_reset, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&vd->isr, s->isr, __ATOMIC_SEQ_CST);
+	irqfd_cache_refresh(vd);
+	if (s->status & VIRTIO_STATUS_DRIVER_OK) {
+		ioeventfd_update(vd);
+		vd->started = true;
+		vd->ops->start(vd);
+	}
+	for (unsigned q = 0; q < vd->nqueues; q++)
+		if (vd->queue[q].vq.ready &&
+		    write(vd->queue[q].kick_fd, &one, sizeof(one)) != sizeof(one))
+			log_ratelimited(&virtio_rl, LOG_WARN, "%s: cannot kick queue %u",
+			                vd->ops->name, q);
+}
+
+int virtio_pci_restore(struct virtio_dev *vd, struct sbuf_reader *in)
+{
+	struct virtio_saved *s = calloc(1, sizeof(*s));
+	int rc = -1;
+
+	if (s == NULL) {
+		sbuf_fail(in, "out of memory");
+		return -1;
+	}
+	if (read_transport(vd, in, s) == 0) {
+		pthread_mutex_lock(&vd->lock);
+		apply_transport(vd, s);
+		pthread_mutex_unlock(&vd->lock);
+		rc = 0;
+	}
+	free(s);
+	return rc;
 }

@@ -157,4 +157,33 @@ void virtio_pci_bar_moved(struct pci_func *f, int bar);
  * irqfds.  Takes the device lock, so it must be called without it. */
 void virtio_pci_vector_changed(struct pci_func *f);
 
+struct sbuf;
+struct sbuf_reader;
+
+/*
+ * The transport's saved state (docs/design/snapshots.md section 2, "virtio
+ * transport"), for an emulation's pci_devemu.save/restore to embed: u16
+ * version 1, u32 nqueues, device and driver features (u64 each), the two
+ * feature selects (u32), status, config_generation, isr (u8),
+ * needs_reset, queue_select, msix_config (u16), then per queue size,
+ * msix_vector (u16), enabled, ready, the desc/driver/device GPAs (u64),
+ * last_avail, used_idx, signalled_used (u16), signalled_valid.  Save with
+ * the device quiesced (no request in flight).  Takes the device lock.
+ */
+void virtio_pci_save(struct virtio_dev *vd, struct sbuf *out);
+
+/*
+ * Load what virtio_pci_save() wrote into this device: refused (-1, the
+ * reader failed with the reason) for another queue count or feature set,
+ * a queue size, vector or status the device could not have, or rings
+ * outside guest RAM, leaving the device as it was.  Otherwise it is
+ * reset, the fields loaded, the rings mapped with their indices, and what
+ * the driver's writes would have caused follows: features_ok, irqfds,
+ * ioeventfds and ops->start when DRIVER_OK is set, then one kick per
+ * ready queue.  Guest RAM must be restored before.  It starts the device,
+ * so an emulation restores its own fields first and calls this last.
+ * Takes the device lock (call it without).  0 or -1.
+ */
+int virtio_pci_restore(struct virtio_dev *vd, struct sbuf_reader *in);
+
 #endif

@@ -67,6 +67,8 @@ PCI_DEVEMU(hostbridge) = {
              "  devid=D          PCI device ID (16 bits)\n",
     .keys = hostbridge_keys,
     .init = hostbridge_init,
+    .save = pci_save_nothing,
+    .restore = pci_restore_nothing,
 };
 
 PCI_DEVEMU(amd_hostbridge) = {
@@ -77,6 +79,8 @@ PCI_DEVEMU(amd_hostbridge) = {
              "  devid=D          PCI device ID (16 bits)\n",
     .keys = hostbridge_keys,
     .init = amd_hostbridge_init,
+    .save = pci_save_nothing,
+    .restore = pci_restore_nothing,
 };
 
 #define I440FX_PAM0  0x59
@@ -119,4 +123,7 @@ PCI_DEVEMU(i440fx) = {
     .usage = "  -s SLOT,i440fx\n",
     .init = i440fx_init,
     .cfg_write = i440fx_cfg_write,
+    /* PAM and SMRAM are config bytes: the generic part saves them. */
+    .save = pci_save_nothing,
+    .restore = pci_restore_nothing,
 };

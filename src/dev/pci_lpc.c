@@ -38,4 +38,8 @@ PCI_DEVEMU(lpc) = {
     .descr = "LPC bridge: the -l devices (COM ports, RTC, ...) hang off it",
     .usage = "  -s SLOT,lpc\n",
     .init = lpc_bridge_init,
+    /* The PIRQ route bytes are read-only config bytes; the -l devices save
+     * their own sections. */
+    .save = pci_save_nothing,
+    .restore = pci_restore_nothing,
 };

@@ -53,4 +53,7 @@ PCI_DEVEMU(piix4_pm) = {
     .usage = "  -s 1:3,piix4-pm\n",
     .init = piix4_pm_init,
     .cfg_write = piix4_pm_cfg_write,
+    /* PMBA and PMREGMISC are fixed config bytes; dev/pm saves the block. */
+    .save = pci_save_nothing,
+    .restore = pci_restore_nothing,
 };
