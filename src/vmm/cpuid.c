@@ -76,9 +76,19 @@ static unsigned remove_leaf(struct kvm_cpuid_entry2 *e, unsigned n, uint32_t fn)
 	return out;
 }
 
+#define CPUID_AMD_FEATURES 0x80000001
+#define CPUID_AMD_SVM      0x8000000a
+#define CPUID_1_ECX_VMX    (1u << 5)
+#define CPUID_AMD_ECX_SVM  (1u << 2)
+
 static void fix_leaf1(struct kvm_cpuid_entry2 *e, uint32_t apic_id, unsigned per_pkg)
 {
 	unsigned count = per_pkg > 0xff ? 0xff : per_pkg; /* an 8-bit field */
+
+	/* No nested virtualization, as bhyve: khyve saves no nested state
+	 * (KVM_GET_NESTED_STATE), so a guest running its own VMs could not
+	 * be checkpointed or migrated. */
+	e->ecx &= ~CPUID_1_ECX_VMX;
 
 	e->ebx = (e->ebx & 0x0000ffff) | (count << 16) | (apic_id << 24);
 	if (per_pkg > 1)
@@ -160,7 +170,10 @@ int cpuid_fixup(struct kvm_cpuid_entry2 *e, unsigned nent, unsigned cap,
 			fix_leaf1(&e[i], apic_id, per_pkg);
 		else if (e[i].function == CPUID_CACHE_PARAMS && vendor_is_intel(e, n))
 			fix_cache_leaf(&e[i], t);
+		else if (e[i].function == CPUID_AMD_FEATURES)
+			e[i].ecx &= ~CPUID_AMD_ECX_SVM; /* as VMX in leaf 1 */
 	}
+	n = remove_leaf(e, n, CPUID_AMD_SVM);
 	n = remove_leaf(e, n, CPUID_TOPOLOGY);
 	n = remove_leaf(e, n, CPUID_V2_TOPOLOGY);
 	if (max_basic >= CPUID_TOPOLOGY &&

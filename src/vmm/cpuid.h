@@ -31,7 +31,9 @@ uint32_t topo_apic_id(const struct cpu_topology *t, unsigned index);
 /*
  * Rewrite `entries` (nent used, room for cap) for vCPU `index`: APIC IDs in
  * leaf 1, 0xB, 0x1F and 0x8000001E, logical counts in 1, 4 and 0x80000008,
- * the hypervisor bit.  Returns the new entry count, or -1 if cap is too small.
+ * the hypervisor bit; VMX (leaf 1) and SVM (0x80000001, leaf 0x8000000A)
+ * hidden, as bhyve offers no nested virtualization.  Returns the new entry
+ * count, or -1 if cap is too small.
  */
 int cpuid_fixup(struct kvm_cpuid_entry2 *entries, unsigned nent, unsigned cap,
                 const struct cpu_topology *t, unsigned index);

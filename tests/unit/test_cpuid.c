@@ -283,6 +283,30 @@ static void test_single_cpu(void **state)
 	assert_int_equal(x->eax >> 26, 0);
 }
 
+/* The guest sees no VMX or SVM: its nested state could not be saved. */
+static void test_no_nested_virtualization(void **state)
+{
+	const struct cpu_topology t = topo(1, 1, 1);
+	struct cpuid_set s;
+	const struct kvm_cpuid_entry2 *x;
+	int n;
+
+	(void)state;
+	intel_set(&s, 0x16);
+	s.e[1].ecx |= 1u << 5;
+	n = cpuid_fixup(s.e, s.n, CAP, &t, 0);
+	x = find(s.e, n, 1, 0);
+	assert_false(x->ecx & (1u << 5));
+	amd_set(&s, 0x10);
+	add(&s, 0x80000001, 0, 0, 0, 0x35c233ff, 0x2fd3fbff); /* SVM: ecx bit 2 */
+	add(&s, 0x8000000a, 0, 1, 0x8000, 0, 0x1ebfbcff);
+	n = cpuid_fixup(s.e, s.n, CAP, &t, 0);
+	x = find(s.e, n, 0x80000001, 0);
+	assert_false(x->ecx & (1u << 2));
+	assert_true(x->ecx & 1u); /* the other bits stay */
+	assert_int_equal(count_leaf(s.e, n, 0x8000000a), 0);
+}
+
 static void test_high_apic_ids(void **state)
 {
 	/* 288 vCPUs as 2 x 144: core bits 8, APIC IDs up to 0x18f. */
@@ -435,10 +459,15 @@ static void test_per_vcpu_only(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bits),          cmocka_unit_test(test_apic_ids),
-	    cmocka_unit_test(test_intel_fixup),   cmocka_unit_test(test_single_cpu),
-	    cmocka_unit_test(test_high_apic_ids), cmocka_unit_test(test_old_cpu_no_topology_leaf),
-	    cmocka_unit_test(test_cap_too_small), cmocka_unit_test(test_amd_fixup),
+	    cmocka_unit_test(test_bits),
+	    cmocka_unit_test(test_apic_ids),
+	    cmocka_unit_test(test_intel_fixup),
+	    cmocka_unit_test(test_single_cpu),
+	    cmocka_unit_test(test_high_apic_ids),
+	    cmocka_unit_test(test_no_nested_virtualization),
+	    cmocka_unit_test(test_old_cpu_no_topology_leaf),
+	    cmocka_unit_test(test_cap_too_small),
+	    cmocka_unit_test(test_amd_fixup),
 	    cmocka_unit_test(test_per_vcpu_only),
 	};
 
