@@ -503,9 +503,12 @@ static int start_one(struct vm_sys *sys, const char *name, const struct start_ar
 	} else if (a->skip_running && st.state == VM_RUNNING) {
 		printf("%s is already running\n", g.name);
 		rc = 0;
-	} else if ((rc = check_startable(sys, &g, &st, a)) == 0 &&
-	           (rc = set_aside_state(&g, &st, a)) == 0) {
+	} else if ((rc = check_startable(sys, &g, &st, a)) == 0) {
 		printf("Starting %s\n  * found guest in %s\n", g.name, g.dir);
+		if ((rc = set_aside_state(&g, &st, a)) != 0) {
+			vm_guest_free(&g);
+			return rc;
+		}
 		vm_note_host_kvm(stdout);
 		if (st.state == VM_SUSPENDED && !a->discard)
 			printf("  * resuming from %s%s...\n", g.name, VM_STATE_SUFFIX);
