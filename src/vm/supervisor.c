@@ -741,7 +741,11 @@ static enum next decide(struct supervisor *s, int status, int *delay)
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 
 	if (code == VM_EXIT_SUSPENDED) {
-		slog(s, "suspended; not restarting (vm start %s resumes it)", s->g.name);
+		/* khyvectl may still be renaming the file: do not look for it. */
+		slog(s,
+		     "suspended; not restarting (vm start %s resumes it from %s%s, when the "
+		     "state was saved there)",
+		     s->g.name, s->g.name, VM_STATE_SUFFIX);
 		return NEXT_STOP;
 	}
 	if (s->restore_failed)
