@@ -398,7 +398,9 @@ term-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/vm $(BUILD)/s
 	@tests/term/run $(BUILD) $(BUILD)/guests/term.rom
 	@tests/term/run $(BUILD)/san $(BUILD)/guests/term.rom
 
-vm-tests: $(BUILD)/bin/vm $(BUILD)/san/bin/vm
+# t-suspend-kvm.sh runs the real khyve and khyvectl beside vm (with the ticker guest).
+vm-tests: $(BUILD)/bin/vm $(BUILD)/san/bin/vm $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl \
+          $(BUILD)/guests/ticker.rom
 	@tests/vm/run $(BUILD)
 	@tests/vm/run $(BUILD)/san
 

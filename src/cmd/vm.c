@@ -37,8 +37,9 @@ const struct vm_command vm_commands[] = {
     {"create", cmd_create,
      "create [-d datastore] [-t template] [-s size] [-m memory] [-c cpus] [-i image] [-C -k "
      "pubkey] name"},
-    {"install", cmd_install, "install [-fi] name iso"},
-    {"start", cmd_start, "start [-fin] name..."},
+    {"install", cmd_install, "install [-fdi] name iso"},
+    {"start", cmd_start, "start [-fdin] name..."},
+    {"suspend", cmd_suspend, "suspend name..."},
     {"stop", cmd_stop, "stop name..."},
     {"restart", cmd_restart, "restart name"},
     {"poweroff", cmd_poweroff, "poweroff [-f] name"},

@@ -427,7 +427,10 @@ int cmd_create(struct vm_sys *sys, int argc, char **argv)
 
 /* ---- guests that must be stopped ---- */
 
-static int load_stopped(const struct vm_sys *sys, const char *name, struct vm_guest *g)
+/* `g` of `name`, stopped (or, with `suspended_ok`, Suspended: destroy takes
+ * its saved state with it); 1 after a message otherwise. */
+static int load_stopped(const struct vm_sys *sys, const char *name, struct vm_guest *g,
+                        bool suspended_ok)
 {
 	struct vm_status st;
 	char err[512], state[300];
@@ -435,7 +438,13 @@ static int load_stopped(const struct vm_sys *sys, const char *name, struct vm_gu
 	if (vm_guest_find(sys, name, g, err, sizeof(err)) < 0)
 		return vm_error("%s", err);
 	vm_status_get(sys, g, &st);
-	if (st.state != VM_STOPPED) {
+	if (st.state == VM_SUSPENDED && !suspended_ok) {
+		vm_guest_free(g);
+		return vm_error("%s is suspended (vm start %s resumes it; vm start -d %s discards "
+		                "its saved state)",
+		                name, name, name);
+	}
+	if (st.state != VM_STOPPED && st.state != VM_SUSPENDED) {
 		vm_status_format(&st, state, sizeof(state));
 		vm_guest_free(g);
 		return vm_error("%s is not stopped (%s)", name, state);
@@ -483,7 +492,7 @@ int cmd_destroy(struct vm_sys *sys, int argc, char **argv)
 		return vm_error("usage: vm destroy [-f] name[@snapshot]");
 	if (strchr(argv[optind], '@'))
 		return destroy_snapshot(sys, argv[optind]);
-	if (vm_require_write(sys, "destroy") < 0 || load_stopped(sys, argv[optind], &g))
+	if (vm_require_write(sys, "destroy") < 0 || load_stopped(sys, argv[optind], &g, true))
 		return 1;
 	if (!force &&
 	    (c = vm_confirm("Are you sure you want to completely remove this virtual machine",
@@ -514,7 +523,7 @@ int cmd_rename(struct vm_sys *sys, int argc, char **argv)
 		vm_guest_free(&other);
 		return vm_error("%s already exists", other.dir);
 	}
-	if (vm_require_write(sys, "rename") < 0 || load_stopped(sys, argv[1], &g))
+	if (vm_require_write(sys, "rename") < 0 || load_stopped(sys, argv[1], &g, false))
 		return 1;
 	vm_guest_free(&g);
 	snprintf(file, sizeof(file), "%s.conf", g.name);

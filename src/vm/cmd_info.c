@@ -13,6 +13,7 @@
 #include "vm/commands.h"
 #include "vm/live.h"
 #include "vm/state.h"
+#include "vm/suspend.h"
 #include "vm/util.h"
 
 /* ---- list ---- */
@@ -78,6 +79,7 @@ static void add_json(struct list_ctx *c, const char *const cols[LIST_COLS],
 	for (int i = 0; i < (c->verbose ? LIST_COLS : LIST_PLAIN); i++)
 		cJSON_AddStringToObject(o, keys[i], cols[i]);
 	cJSON_AddBoolToObject(o, "running", st->state == VM_RUNNING);
+	cJSON_AddBoolToObject(o, "suspended", st->state == VM_SUSPENDED);
 	if (st->live[0])
 		cJSON_AddBoolToObject(o, "paused", !strcmp(st->live, "Paused"));
 	if (st->supervisor)
@@ -284,6 +286,9 @@ static void show_guest(const struct vm_sys *sys, const struct vm_guest *g)
 	printf("------------------------\nVirtual Machine: %s\n------------------------\n",
 	       g->name);
 	printf("  state: %s\n  datastore: %s\n", state, g->datastore);
+	if (st.state == VM_SUSPENDED)
+		printf("  saved-state: %s/%s%s (vm start resumes it)\n", g->dir, g->name,
+		       VM_STATE_SUFFIX);
 	show(g, "  ", "loader", NULL, "none");
 	show(g, "  ", "uuid", NULL, "auto");
 	show(g, "  ", "cpu", NULL, "-");

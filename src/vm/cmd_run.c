@@ -11,8 +11,10 @@
  * process with com1 on stdio.
  *
  * Settings in /etc/khyve.conf: vm_list and vm_delay (startall, and between
- * several guests given to start), vm_enable, and vm_stop_timeout (khyve's:
- * how long stop and stopall wait, 60 s by default).
+ * several guests given to start), vm_enable, vm_stop_timeout (khyve's:
+ * how long stop and stopall wait, 60 s by default) and vm_stop_mode
+ * (khyve's: "suspend" makes stopall suspend the guests and startall resume
+ * them, suspend.h).  A Suspended guest's start resumes it (-d: boots afresh).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -33,6 +35,7 @@
 #include "vm/state.h"
 #include "vm/stopwait.h"
 #include "vm/supervisor.h"
+#include "vm/suspend.h"
 #include "vm/util.h"
 
 #define DEFAULT_DELAY        5             /* vm_delay: vm.8 says 5 (vm-core's code uses 2) */
@@ -53,6 +56,7 @@ struct start_args {
 	bool dry_run;      /* -n: print the khyve command only */
 	const char *iso;   /* `vm install`: absolute path of the medium */
 	bool skip_running; /* startall: a guest that runs already is fine */
+	bool discard;      /* -d: a Suspended guest's saved state is set aside, it boots */
 };
 
 /* ---- small helpers ---- */
@@ -216,6 +220,12 @@ static int build_command(const struct vm_sys *sys, const struct vm_guest *g,
 	}
 	if (vm_khyve_command(sys, g, &opts, out, err, sizeof(err)) < 0)
 		return vm_error("%s", err);
+	/* As the supervisor will run it (supervisor.c). */
+	if (!a->discard && vm_state_present(g)) {
+		char state[PATH_MAX];
+		if (vm_state_path(g, state) < 0 || vm_argv_add_restore(out, state) < 0)
+			return vm_error("%s: path too long or out of memory", g->name);
+	}
 	return 0;
 }
 
@@ -245,6 +255,10 @@ static int check_startable(const struct vm_sys *sys, const struct vm_guest *g,
 		return vm_error(
 		    "%s appears to be running on %s (locked; remove %s/%s if it is not)", g->name,
 		    st->host, g->dir, VM_RUN_LOCK);
+	if (st->state == VM_SUSPENDED && a->iso && !a->discard)
+		return vm_error("%s is suspended: vm start %s resumes it, vm start -d %s discards "
+		                "its saved state (then it can be installed)",
+		                g->name, g->name, g->name);
 	if (vm_guest_priority(g, &nice, err, sizeof(err)) < 0)
 		return vm_error("%s", err);
 	if (a->mode != START_FOREGROUND && tmux_console(sys) && !on_path("tmux"))
@@ -425,7 +439,7 @@ static int run_foreground(struct vm_sys *sys, const struct vm_guest *g, const ch
 	struct vm_run_opts o = {.foreground = true, .iso = iso, .ready_fd = -1};
 	int rc = vm_supervise(sys, g->name, &o);
 
-	return rc == 1 || rc == 2 ? 0 : rc;
+	return rc == 1 || rc == 2 || rc == VM_EXIT_SUSPENDED ? 0 : rc;
 }
 
 static int launch(struct vm_sys *sys, const struct vm_guest *g, const struct start_args *a)
@@ -458,6 +472,21 @@ static int print_command(const struct vm_sys *sys, const struct vm_guest *g,
 	return 0;
 }
 
+/* -d of a Suspended guest: its saved state goes to NAME.state.discarded. */
+static int set_aside_state(const struct vm_guest *g, const struct vm_status *st,
+                           const struct start_args *a)
+{
+	char err[PATH_MAX + 128];
+
+	if (st->state != VM_SUSPENDED || !a->discard)
+		return 0;
+	if (vm_state_discard(g, err, sizeof(err)) < 0)
+		return vm_error("%s", err);
+	printf("  * discarded the saved state of %s (kept as %s%s)\n", g->name, g->name,
+	       VM_DISCARDED_SUFFIX);
+	return 0;
+}
+
 /* Start one guest; *launched tells whether a supervisor was started. */
 static int start_one(struct vm_sys *sys, const char *name, const struct start_args *a,
                      bool *launched)
@@ -476,8 +505,15 @@ static int start_one(struct vm_sys *sys, const char *name, const struct start_ar
 		rc = 0;
 	} else if ((rc = check_startable(sys, &g, &st, a)) == 0) {
 		printf("Starting %s\n  * found guest in %s\n", g.name, g.dir);
+		if ((rc = set_aside_state(&g, &st, a)) != 0) {
+			vm_guest_free(&g);
+			return rc;
+		}
 		vm_note_host_kvm(stdout);
-		printf("  * booting...\n");
+		if (st.state == VM_SUSPENDED && !a->discard)
+			printf("  * resuming from %s%s...\n", g.name, VM_STATE_SUFFIX);
+		else
+			printf("  * booting...\n");
 		fflush(stdout);
 		rc = launch(sys, &g, a);
 		*launched = true;
@@ -508,17 +544,21 @@ static int start_many(struct vm_sys *sys, char **names, size_t n, const struct s
 	return rc;
 }
 
-/* Options of start and install: -f foreground, -i interactive, -n dry run. */
+/* Options of start and install: -f foreground, -i interactive, -n dry run,
+ * -d discard a suspended guest's saved state. */
 static int parse_start_opts(int argc, char **argv, struct start_args *a)
 {
 	bool fg = false, inter = false;
 	int c;
 
 	optind = 0;
-	while ((c = getopt(argc, argv, "+fin")) != -1) {
+	while ((c = getopt(argc, argv, "+fdin")) != -1) {
 		switch (c) {
 		case 'f':
 			fg = true;
+			break;
+		case 'd':
+			a->discard = true;
 			break;
 		case 'i':
 			inter = true;
@@ -558,7 +598,7 @@ int cmd_start(struct vm_sys *sys, int argc, char **argv)
 	if (rc == -2)
 		return 1;
 	if (rc < 0 || optind >= argc)
-		return vm_error("usage: vm start [-f|-i] [-n] name...");
+		return vm_error("usage: vm start [-f|-i] [-d] [-n] name...");
 	if (check_access(sys, a.dry_run, "start"))
 		return 1;
 	/* As vm-bhyve: several guests always start in the background. */
@@ -622,7 +662,7 @@ int cmd_install(struct vm_sys *sys, int argc, char **argv)
 	if (rc == -2)
 		return 1;
 	if (rc < 0 || argc - optind != 2)
-		return vm_error("usage: vm install [-f|-i] [-n] name iso");
+		return vm_error("usage: vm install [-f|-i] [-d] [-n] name iso");
 	if (check_access(sys, a.dry_run, "install"))
 		return 1;
 	if ((rc = find_iso(sys, argv[optind + 1], iso)) < 0)
@@ -751,10 +791,51 @@ int cmd_reset(struct vm_sys *sys, int argc, char **argv)
 
 /* ---- startall, stopall ---- */
 
+struct name_list {
+	const struct vm_sys *sys;
+	char ***names;
+	size_t *n;
+};
+
+static bool listed(char **names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(names[i], name))
+			return true;
+	return false;
+}
+
+static int add_if_suspended(struct vm_guest *g, void *arg)
+{
+	struct name_list *l = arg;
+	struct vm_status st;
+	char **v;
+
+	vm_status_get(l->sys, g, &st);
+	if (st.state != VM_SUSPENDED || listed(*l->names, *l->n, g->name))
+		return 0;
+	if (!(v = realloc(*l->names, (*l->n + 1) * sizeof(*v))))
+		return -1;
+	*l->names = v;
+	if (!(v[*l->n] = strdup(g->name)))
+		return -1;
+	(*l->n)++;
+	return 0;
+}
+
+/* Append the Suspended guests that `names` (vm_list's) lacks; 0 or -1. */
+static int add_suspended(const struct vm_sys *sys, char ***names, size_t *n)
+{
+	struct name_list l = {sys, names, n};
+
+	return vm_guest_foreach(sys, add_if_suspended, &l) != 0 ? -1 : 0;
+}
+
 int cmd_startall(struct vm_sys *sys, int argc, char **argv)
 {
 	struct start_args a = {.mode = START_BACKGROUND, .skip_running = true};
 	const char *enable = rcconf_get(sys->conf, "vm_enable");
+	enum vm_stop_mode mode;
 	char **names;
 	size_t n;
 	int rc;
@@ -768,9 +849,16 @@ int cmd_startall(struct vm_sys *sys, int argc, char **argv)
 	}
 	if (require_write(sys, "startall"))
 		return 1;
+	if (vm_stop_mode_get(sys, &mode))
+		return 1;
 	names = split_words(rcconf_get_default(sys->conf, "vm_list", ""), &n);
 	if (!names)
 		return vm_error("out of memory");
+	/* stopall suspended every running guest: resume those outside vm_list too. */
+	if (mode == VM_STOP_SUSPEND && add_suspended(sys, &names, &n) < 0) {
+		free_words(names, n);
+		return vm_error("out of memory");
+	}
 	rc = start_many(sys, names, n, &a);
 	free_words(names, n);
 	return rc;
@@ -834,19 +922,63 @@ static size_t ordered_stops(const struct vm_sys *sys, struct running_set *run, c
 	return k;
 }
 
-static void stop_parallel(const struct vm_sys *sys, const struct running_set *run)
+/*
+ * vm_stop_mode="suspend": suspend each guest in turn (each is saved before
+ * the next begins, so the order holds without vm_delay); one whose suspend
+ * fails gets the power button instead, said here and in its log.
+ */
+static void suspend_each(const struct vm_sys *sys, char **names, size_t n, const char *say)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct vm_guest g;
+		struct vm_status st;
+		char err[1200];
+
+		if (find_guest(sys, names[i], &g, &st))
+			continue;
+		if (st.state == VM_RUNNING) {
+			if (say)
+				printf(say, g.name);
+			fflush(stdout);
+			if (vm_suspend_request(sys, &g, err, sizeof(err)) < 0) {
+				vm_warn("%s: cannot suspend (%s); pressing its ACPI power button "
+				        "instead",
+				        g.name, err);
+				vm_guest_log(
+				    &g,
+				    "stopall: cannot suspend (%s); pressing the ACPI power "
+				    "button instead",
+				    err);
+				request_each(sys, &names[i], 1, VM_REQ_STOP, NULL);
+			}
+		}
+		vm_guest_free(&g);
+	}
+}
+
+static void stop_parallel(const struct vm_sys *sys, const struct running_set *run,
+                          enum vm_stop_mode mode)
 {
 	if (!run->n)
 		return;
-	printf("  * parallel shutdown of non-ordered guests:");
+	printf("  * %s of non-ordered guests:",
+	       mode == VM_STOP_SUSPEND ? "suspend" : "parallel shutdown");
 	for (size_t i = 0; i < run->n; i++)
 		printf(" %s", run->names[i]);
 	printf("\n");
-	request_each(sys, run->names, run->n, VM_REQ_STOP, NULL);
+	if (mode == VM_STOP_SUSPEND)
+		suspend_each(sys, run->names, run->n, NULL);
+	else
+		request_each(sys, run->names, run->n, VM_REQ_STOP, NULL);
 }
 
-static void stop_ordered(const struct vm_sys *sys, char **names, size_t n, int delay)
+static void stop_ordered(const struct vm_sys *sys, char **names, size_t n, int delay,
+                         enum vm_stop_mode mode)
 {
+	if (mode == VM_STOP_SUSPEND) {
+		suspend_each(sys, names, n, "  * suspending %s\n");
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (i && delay > 0) {
 			printf("  * waiting %d second(s)\n", delay);
@@ -859,7 +991,7 @@ static void stop_ordered(const struct vm_sys *sys, char **names, size_t n, int d
 
 /* Stop every guest in `run` (stopall), then wait for all of them. */
 static int stop_all(const struct vm_sys *sys, struct running_set *run, bool force, int delay,
-                    int timeout)
+                    int timeout, enum vm_stop_mode mode)
 {
 	size_t total = run->n, nord = 0;
 	char **ordered = calloc(total, sizeof(*ordered));
@@ -873,8 +1005,8 @@ static int stop_all(const struct vm_sys *sys, struct running_set *run, bool forc
 	if (!force)
 		nord = ordered_stops(sys, run, ordered);
 	printf("Beginning shutdown process\n");
-	stop_parallel(sys, run);
-	stop_ordered(sys, ordered, nord, delay);
+	stop_parallel(sys, run, mode);
+	stop_ordered(sys, ordered, nord, delay, mode);
 	rc = vm_stop_wait(sys, watch, total, timeout, " (vm poweroff forces it off)");
 	free(watch);
 	free(ordered);
@@ -893,6 +1025,7 @@ int cmd_stopall(struct vm_sys *sys, int argc, char **argv)
 	int delay = conf_seconds(sys, "vm_delay", DEFAULT_DELAY);
 	int timeout = conf_seconds(sys, "vm_stop_timeout", DEFAULT_STOP_TIMEOUT), c, rc;
 	bool force = false;
+	enum vm_stop_mode mode;
 
 	optind = 0;
 	while ((c = getopt(argc, argv, "+f")) != -1) {
@@ -902,12 +1035,13 @@ int cmd_stopall(struct vm_sys *sys, int argc, char **argv)
 	}
 	if (optind != argc)
 		return vm_error("usage: vm stopall [-f]");
-	if (delay < 0 || timeout < 0 || require_write(sys, "stopall"))
+	if (delay < 0 || timeout < 0 || vm_stop_mode_get(sys, &mode) ||
+	    require_write(sys, "stopall"))
 		return 1;
 	if (vm_guest_foreach(sys, collect_running, &run) != 0)
 		rc = vm_error("out of memory");
 	else
-		rc = run.n ? stop_all(sys, &run, force, delay, timeout) : 0;
+		rc = run.n ? stop_all(sys, &run, force, delay, timeout, mode) : 0;
 	free_words(run.names, run.n);
 	return rc;
 }

@@ -21,6 +21,7 @@
 #include "vm/state.h"
 #include "vm/util.h"
 #include "vm/storage.h"
+#include "vm/suspend.h"
 
 /* ------------------------------------------------------------------ */
 /* Snapshots on directory datastores. */
@@ -438,6 +439,11 @@ int cmd_rollback(struct vm_sys *sys, int argc, char **argv)
 		return 1;
 	if (!storage_guest_stopped(sys, &g)) {
 		rc = vm_error("%s must be powered off first", g.name);
+	} else if (vm_state_present(&g)) {
+		/* Its saved memory belongs to the disks as they are now. */
+		rc = vm_error("%s is suspended: its saved state would not match the rolled back "
+		              "disks (vm start -d %s discards it)",
+		              g.name, g.name);
 	} else if (storage_guest_dataset(sys, &g, dataset, sizeof(dataset))) {
 		struct zfs_rollback_arg a = {snap, recursive};
 		rc = storage_need_zfs() ? 1

@@ -44,6 +44,9 @@ int cmd_startall(struct vm_sys *sys, int argc, char **argv);
 int cmd_stopall(struct vm_sys *sys, int argc, char **argv);
 int cmd_run_supervisor(struct vm_sys *sys, int argc, char **argv);
 
+/* suspend.c: suspend (resume is vm start of a Suspended guest) */
+int cmd_suspend(struct vm_sys *sys, int argc, char **argv);
+
 /* console.c */
 int cmd_console(struct vm_sys *sys, int argc, char **argv);
 

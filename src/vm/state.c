@@ -16,6 +16,7 @@
 
 #include "vm/live.h"
 #include "vm/supervisor.h"
+#include "vm/suspend.h"
 
 void vm_hostname(char *out, size_t len)
 {
@@ -106,13 +107,11 @@ static void read_run_state(const struct vm_guest *g, struct vm_status *st)
 	rcconf_free(rs);
 }
 
-void vm_status_get(const struct vm_sys *sys, const struct vm_guest *g, struct vm_status *st)
+static void read_lock(const struct vm_guest *g, struct vm_status *st)
 {
 	char path[PATH_MAX], me[sizeof(st->host)];
 	int fd;
 
-	(void)sys;
-	memset(st, 0, sizeof(*st));
 	/* O_NONBLOCK | O_NOFOLLOW: a FIFO or link planted there must not hang vm list. */
 	if (vm_path(path, g->dir, VM_RUN_LOCK) < 0 ||
 	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
@@ -135,6 +134,16 @@ void vm_status_get(const struct vm_sys *sys, const struct vm_guest *g, struct vm
 	close(fd);
 }
 
+void vm_status_get(const struct vm_sys *sys, const struct vm_guest *g, struct vm_status *st)
+{
+	(void)sys;
+	memset(st, 0, sizeof(*st));
+	read_lock(g, st);
+	/* A guest that runs (resuming from it, for a moment) is Running. */
+	if (st->state == VM_STOPPED && vm_state_present(g))
+		st->state = VM_SUSPENDED;
+}
+
 void vm_status_ask_khyve(const struct vm_guest *g, struct vm_status *st)
 {
 	st->live[0] = '\0';
@@ -153,6 +162,8 @@ void vm_status_format(const struct vm_status *st, char *out, size_t len)
 		snprintf(out, len, "%s", running);
 	else if (st->state == VM_LOCKED)
 		snprintf(out, len, "Locked (%s)", st->host);
+	else if (st->state == VM_SUSPENDED)
+		snprintf(out, len, "Suspended");
 	else
 		snprintf(out, len, "Stopped");
 }

@@ -15,8 +15,9 @@
 
 enum vm_run_state {
 	VM_STOPPED,
-	VM_RUNNING, /* supervisor alive on this host */
-	VM_LOCKED,  /* run.lock names another host */
+	VM_RUNNING,   /* supervisor alive on this host */
+	VM_LOCKED,    /* run.lock names another host */
+	VM_SUSPENDED, /* not running, and its saved state DIR/NAME.state is there (suspend.h) */
 };
 
 struct vm_status {
@@ -30,7 +31,8 @@ struct vm_status {
 	char live[16];    /* vm.info's state ("Running", "Paused") when asked, else "" */
 };
 
-/* Read the state of `g`.  Never fails: unreadable files read as Stopped. */
+/* Read the state of `g`.  Never fails: unreadable files read as Stopped
+ * (or Suspended, when the saved state is there). */
 void vm_status_get(const struct vm_sys *sys, const struct vm_guest *g, struct vm_status *st);
 
 /* What ps(1) shows of a process, for `vm list -v`. */
@@ -50,7 +52,7 @@ void vm_format_elapsed(unsigned long long seconds, char *out, size_t len);
  * "" when khyve does not answer. */
 void vm_status_ask_khyve(const struct vm_guest *g, struct vm_status *st);
 
-/* "Running (PID)", "Stopped", "Locked (HOST)" as vm list prints it; with
+/* "Running (PID)", "Stopped", "Suspended", "Locked (HOST)" as vm list prints it; with
  * st->live set, that word in place of Running ("Paused (PID)"). */
 void vm_status_format(const struct vm_status *st, char *out, size_t len);
 

@@ -281,7 +281,7 @@ bool storage_guest_stopped(const struct vm_sys *sys, const struct vm_guest *g)
 	struct vm_status st;
 
 	vm_status_get(sys, g, &st);
-	return st.state == VM_STOPPED;
+	return st.state == VM_STOPPED || st.state == VM_SUSPENDED;
 }
 
 bool storage_disk_listed(const struct disk_files *d, const char *name)

@@ -127,7 +127,8 @@ int storage_split_target(const char *arg, char *name, char *snap);
 /* vm_guest_find() printing its error; 0 or -1. Free g after either. */
 int storage_find_guest(const struct vm_sys *sys, const char *name, struct vm_guest *g);
 
-/* The guest is neither running here nor locked by another host. */
+/* The guest is neither running here nor locked by another host (a
+ * Suspended guest's disks are still: it may be snapshotted and cloned). */
 bool storage_guest_stopped(const struct vm_sys *sys, const struct vm_guest *g);
 
 /* `name` is one of `d`'s files. */

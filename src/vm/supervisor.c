@@ -3,7 +3,9 @@
  * status whether to boot it again, log every step to DIR/vm-bhyve.log.
  *
  * khyve's exit status (bhyve's): 0 the guest rebooted, 1 powered off,
- * 2 halted, 3 triple fault, 4 error.  As in vm-bhyve, a reboot restarts
+ * 2 halted, 3 triple fault, 4 error; and khyve's own 5, suspended (the
+ * machine was saved into a file, suspend.h), which stops like a power-off.
+ * As in vm-bhyve, a reboot restarts
  * unless on_restart is not "restart", a power-off or halt stops, and
  * anything else (a fault, khyve killed) follows on_fault, "shutdown" by
  * default.  on_fault="restart" backs off 1, 2, 4 ... 60 s and gives up
@@ -30,13 +32,17 @@
 #include "vm/khyvecmd.h"
 #include "vm/net.h"
 #include "vm/paths.h"
+#include "vm/suspend.h"
 #include "vm/util.h"
 
 #define FAULT_MAX      10  /* restarts after faults allowed ... */
 #define FAULT_WINDOW   600 /* ... within this many seconds */
 #define BACKOFF_MAX    60  /* seconds */
 #define START_GRACE_MS 300 /* khyve failing this soon is reported to `vm start` */
-#define VM_COM_PORTS   4   /* com1 ... com4, as khyvecmd.c offers them */
+#define RESTORE_GRACE_MS                                                                           \
+	2000           /* a resumed khyve that ran this long keeps running: its                    \
+	                * saved state is removed then, not before */
+#define VM_COM_PORTS 4 /* com1 ... com4, as khyvecmd.c offers them */
 
 /* Requests, set by the signal handler (see supervisor.h). */
 static volatile sig_atomic_t stop_wanted, restart_wanted;
@@ -65,6 +71,8 @@ struct supervisor {
 	off_t log_mark;  /* size of the log when khyve last started */
 	int khyve_ready; /* read end of KHYVE_READY_FD's pipe while khyve runs, or -1 */
 	unsigned long long start_ticks;
+	char restore[PATH_MAX]; /* DIR/NAME.state the first run resumes from, or "" */
+	bool restore_failed;    /* khyve refused it (exit 4): stop, keep the file */
 };
 
 /* ---- log ---- */
@@ -445,6 +453,10 @@ static int prepare_run(struct supervisor *s, struct argv *a)
 	}
 	if (vm_khyve_command(s->sys, &s->g, &opts, a, err, sizeof(err)) < 0)
 		goto fail;
+	if (s->restore[0] && vm_argv_add_restore(a, s->restore) < 0) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
+	}
 	if (ensure_uefi_vars(s, a) < 0) {
 		vm_net_release(s->sys, &s->g, &s->taps);
 		return -1;
@@ -600,6 +612,40 @@ static int wait_start(struct supervisor *s, pid_t pid, int *status, long grace_m
 	}
 }
 
+static bool exited_with(int status, int code)
+{
+	return WIFEXITED(status) && WEXITSTATUS(status) == code;
+}
+
+/*
+ * A resumed khyve: wait up to RESTORE_GRACE_MS.  One that ends with 4 in
+ * that time refused the state (a changed configuration, a corrupt file:
+ * its one line is in the log), which stays for another try; otherwise the
+ * guest ran from it and the file is removed, so that no later start can
+ * put that memory back over disks that have moved on.  As wait_start().
+ */
+static int wait_restore(struct supervisor *s, pid_t pid, int *status)
+{
+	int ended = wait_khyve(pid, status, RESTORE_GRACE_MS);
+
+	if (ended == 1 && exited_with(*status, 4)) {
+		s->restore_failed = true;
+		slog(s,
+		     "khyve refused to resume from %s; the file stays for another try (vm "
+		     "start -d %s discards it and boots afresh)",
+		     s->restore, s->g.name);
+	} else if (ended == 1 && exited_with(*status, VM_EXIT_SUSPENDED)) {
+		/* Suspended again at once: the file there may be the new state. */
+	} else if (ended >= 0) {
+		if (unlink(s->restore) < 0 && errno != ENOENT)
+			slog(s, "warning; cannot remove %s: %s", s->restore, strerror(errno));
+		else
+			slog(s, "resumed from %s; removed it", s->restore);
+	}
+	s->restore[0] = '\0';
+	return ended;
+}
+
 static void describe_exit(int status, char *out, size_t len)
 {
 	if (WIFEXITED(status))
@@ -648,7 +694,9 @@ static int run_once(struct supervisor *s)
 	write_state(s, pid, vm_proc_start(pid));
 	int ended = 0;
 	/* A khyve that fails at once is worth telling `vm start` about. */
-	if (s->pending && s->ready_fd >= 0)
+	if (s->restore[0])
+		ended = wait_restore(s, pid, &status);
+	else if (s->pending && s->ready_fd >= 0)
 		ended = wait_start(s, pid, &status, START_GRACE_MS);
 	if (ended == 0) {
 		report(s, NULL);
@@ -692,6 +740,16 @@ static enum next decide(struct supervisor *s, int status, int *delay)
 {
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 
+	if (code == VM_EXIT_SUSPENDED) {
+		/* khyvectl may still be renaming the file: do not look for it. */
+		slog(s,
+		     "suspended; not restarting (vm start %s resumes it from %s%s, when the "
+		     "state was saved there)",
+		     s->g.name, s->g.name, VM_STATE_SUFFIX);
+		return NEXT_STOP;
+	}
+	if (s->restore_failed)
+		return NEXT_STOP;
 	if (stop_wanted) {
 		slog(s, "stop requested");
 		return NEXT_STOP;
@@ -766,7 +824,8 @@ static void report_early_fault(struct supervisor *s, int status)
 
 static bool is_fault(int status)
 {
-	return !WIFEXITED(status) || WEXITSTATUS(status) > 2;
+	return !WIFEXITED(status) ||
+	       (WEXITSTATUS(status) > 2 && WEXITSTATUS(status) != VM_EXIT_SUSPENDED);
 }
 
 static int supervise_loop(struct supervisor *s)
@@ -851,6 +910,10 @@ static int setup(struct supervisor *s, struct vm_sys *sys, const char *name,
 		fatal(s, "%s", err);
 		return -1;
 	}
+	/* A suspended guest: the first run resumes (`vm start -d` moved the
+	 * file away to boot afresh). */
+	if (vm_state_present(&s->g) && vm_state_path(&s->g, s->restore) < 0)
+		s->restore[0] = '\0';
 	return 0;
 }
 
@@ -896,7 +959,10 @@ int vm_supervise(struct vm_sys *sys, const char *name, const struct vm_run_opts 
 	     "initialising [loader: %s] [cpu: %s] [memory: %s] [console: %s] [install media: %s]",
 	     rcconf_get_default(s.g.conf, "loader", "-"), rcconf_get_default(s.g.conf, "cpu", "-"),
 	     rcconf_get_default(s.g.conf, "memory", "-"), console_kind(&s), s.iso ? s.iso : "none");
-	slog(&s, "booting");
+	if (s.restore[0])
+		slog(&s, "resuming from %s", s.restore);
+	else
+		slog(&s, "booting");
 	rc = supervise_loop(&s);
 	report(&s, NULL);
 	slog(&s, "stopped");

@@ -55,26 +55,28 @@ static int copy_str(char *dst, size_t len, const char *src)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-/* khyve lives beside vm (build/bin, /usr/local/sbin) unless $KHYVE says. */
-static void find_khyve(struct vm_sys *sys)
+/* A tool of khyve's (khyve, khyvectl) lives beside vm (build/bin,
+ * /usr/local/sbin) unless $ENV says. */
+static void find_tool(const struct vm_sys *sys, const char *tool, const char *env_name, char *out,
+                      size_t len)
 {
-	const char *env = getenv("KHYVE");
+	const char *env = getenv(env_name);
 	char *slash;
 
 	if (env && *env) {
-		copy_str(sys->khyve, sizeof(sys->khyve), env);
+		copy_str(out, len, env);
 		return;
 	}
 	if (sys->self[0]) {
-		copy_str(sys->khyve, sizeof(sys->khyve), sys->self);
-		slash = strrchr(sys->khyve, '/');
-		if (slash && (size_t)(slash - sys->khyve) + 7 < sizeof(sys->khyve)) {
-			strcpy(slash + 1, "khyve");
-			if (access(sys->khyve, X_OK) == 0)
+		copy_str(out, len, sys->self);
+		slash = strrchr(out, '/');
+		if (slash && (size_t)(slash - out) + 1 + strlen(tool) < len) {
+			strcpy(slash + 1, tool);
+			if (access(out, X_OK) == 0)
 				return;
 		}
 	}
-	copy_str(sys->khyve, sizeof(sys->khyve), "khyve");
+	copy_str(out, len, tool);
 }
 
 static struct rcconf *load_or_empty(const char *path, char *err, size_t errlen)
@@ -95,7 +97,8 @@ int vm_sys_load(struct vm_sys *sys, char *err, size_t errlen)
 	n = readlink("/proc/self/exe", sys->self, sizeof(sys->self) - 1);
 	if (n > 0)
 		sys->self[n] = '\0';
-	find_khyve(sys);
+	find_tool(sys, "khyve", "KHYVE", sys->khyve, sizeof(sys->khyve));
+	find_tool(sys, "khyvectl", "KHYVECTL", sys->khyvectl, sizeof(sys->khyvectl));
 	if (copy_str(sys->conf_path, sizeof(sys->conf_path), env && *env ? env : VM_DEFAULT_CONF)) {
 		snprintf(err, errlen, "KHYVE_CONF is too long");
 		return -1;

@@ -34,6 +34,7 @@ struct vm_sys {
 	char config_dir[PATH_MAX]; /* $vm_dir/.config */
 	struct rcconf *system;     /* $vm_dir/.config/system.conf (may be empty) */
 	char khyve[PATH_MAX];      /* the khyve binary: $KHYVE, beside vm, or "khyve" */
+	char khyvectl[PATH_MAX];   /* the API client: $KHYVECTL, beside vm, or "khyvectl" */
 	char self[PATH_MAX];       /* this vm binary (/proc/self/exe) */
 };
 

@@ -68,6 +68,8 @@ static const char *state_word(const struct vm_status *st)
 		return "Stopped";
 	if (st->state == VM_LOCKED)
 		return "Locked";
+	if (st->state == VM_SUSPENDED)
+		return "Suspended";
 	return st->live[0] ? st->live : "Running";
 }
 

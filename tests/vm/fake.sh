@@ -1,7 +1,8 @@
 # Sourced after lib.sh by tests that run guests on tests/vm/fake-khyve:
 # the fake's log and script, a cleanup that kills whatever a failed check
 # left running, and helpers to make guests and watch their state.
-export KHYVE="$TOP/tests/vm/fake-khyve"
+export KHYVE="$TOP/tests/vm/fake-khyve" KHYVECTL="$TOP/tests/vm/fake-khyvectl"
+export FAKE_KHYVECTL_FAIL="$scratch/khyvectl-fail"
 export FAKE_KHYVE_LOG="$scratch/khyve.log" FAKE_KHYVE_SCRIPT="$scratch/script"
 echo 'vm_stop_timeout="10"' >>"$KHYVE_CONF"
 mkdir -p "$vm_dir/.config" "$vm_dir/.iso"
@@ -28,7 +29,7 @@ guest() {
 # script ACTION...: what the next runs of the fake khyve do (see fake-khyve).
 script() { printf '%s\n' "$@" >"$FAKE_KHYVE_SCRIPT"; }
 runs() { grep -c " start .* $1\$" "$FAKE_KHYVE_LOG" || true; }
-state() { vm list | awk -v n="$1" '$1 == n' | grep -o 'Running\|Paused\|Stopped\|Locked' || echo none; }
+state() { vm list | awk -v n="$1" '$1 == n' | grep -o 'Running\|Paused\|Stopped\|Suspended\|Locked' || echo none; }
 # until_state NAME STATE: wait up to 10 s for it.
 until_state() {
 	i=0

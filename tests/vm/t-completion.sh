@@ -22,6 +22,7 @@ complete_words() {
 vmc() { complete_words "$TOP/share/completion/vm" _vm vm "$@"; }
 khc() { complete_words "$TOP/share/completion/khyve" _khyve "$@"; }
 [ "$(vmc st)" = "start stop startall stopall" ] || die "vm st: $(vmc st)"
+[ "$(vmc su)" = "suspend" ] || die "vm su: $(vmc su)"
 [ "$(vmc start a)" = "alpha" ] || die "vm start a: $(vmc start a)"
 [ "$(vmc destroy '')" = "alpha beta" ] || die "vm destroy: $(vmc destroy '')"
 [ "$(vmc switch cr)" = "create" ] || die "vm switch cr: $(vmc switch cr)"

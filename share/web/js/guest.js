@@ -14,6 +14,7 @@ const APPLIES = {
   Running: ['stop', 'restart', 'poweroff', 'reset'],
   Paused: ['stop', 'restart', 'poweroff', 'reset'],
   Stopped: ['start'],
+  Suspended: ['start'], // vm start resumes it
   Starting: ['poweroff'],
   Locked: [],
 };

@@ -1,0 +1,44 @@
+# vm suspend and resume with the real khyve and khyvectl on this host's KVM:
+# the ticker guest (tests/guests/ticker.S, as loader="bios" firmware through
+# bios_firmware) counts on com1; after vm suspend and vm start the count
+# goes on from where it stopped, never from 0.  Skipped without /dev/kvm or
+# when khyve, khyvectl or the ticker are not built beside $VM.
+. "$TOP/tests/vm/lib.sh"
+bin=$(dirname "$VM")
+rom=$TOP/build/guests/ticker.rom
+if ! [ -w /dev/kvm ] || ! [ -x "$bin/khyve" ] || ! [ -x "$bin/khyvectl" ] || ! [ -f "$rom" ]; then
+	echo "t-suspend-kvm: no /dev/kvm, $bin/khyve, khyvectl or ticker.rom: skipped"
+	exit 0
+fi
+export KHYVE="$bin/khyve" KHYVECTL="$bin/khyvectl"
+chmod 0755 "$scratch" # a root khyve drops to nobody
+echo "bios_firmware=\"$rom\"" >>"$KHYVE_CONF"
+vm init
+mkdir -p "$vm_dir/t"
+printf 'loader="bios"\ncpu="1"\nmemory="64M"\n' >"$vm_dir/t/t.conf"
+cleanup() {
+	vm poweroff -f t >/dev/null 2>&1 || :
+	rm -rf "$scratch"
+}
+trap cleanup EXIT
+# tick first|last: the first or newest "tick N" com1 gives within a second
+# (the pty keeps what the guest wrote before anyone read), in decimal.
+tick() {
+	n=$(timeout 1 cat "$vm_dir/t/com1.pty" 2>/dev/null | tr -d '\r' |
+		sed -n 's/^tick \([0-9a-f]*\)$/\1/p' | if [ "$1" = first ]; then head -n 1; else tail -n 1; fi)
+	[ -n "$n" ] && echo $((0x$n)) || echo -1
+}
+vm start t >/dev/null || die "start: $(tail -n 3 "$vm_dir/t/vm-bhyve.log")"
+sleep 1
+before=$(tick last)
+[ "$before" -ge 0 ] || die "no ticks on com1"
+vm suspend t >/dev/null || die "suspend failed"
+vm list | grep -q '^t .*Suspended$' || die "list: $(vm list)"
+grep -q 'khyve exited with status 5' "$vm_dir/t/vm-bhyve.log" || die "no exit 5 in the log"
+vm start t >/dev/null || die "resume: $(tail -n 3 "$vm_dir/t/vm-bhyve.log")"
+[ ! -e "$vm_dir/t/t.state" ] || die "t.state still there after the resume"
+after=$(tick first)
+# Where it stopped (a few ticks on, from the suspend's own moment), not from 0.
+[ "$after" -gt "$before" ] && [ "$after" -le $((before + 20)) ] ||
+	die "first tick after the resume: $after, last before: $before"
+echo "t-suspend-kvm: ok (tick $before, then $after after the resume)"
