@@ -374,7 +374,7 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUI
 # Checkpoint, suspend and restore of the ticker guest on this host's KVM
 # (tests/snapshot/run; about 10 s a build).
 .PHONY: snapshot-tests
-snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl \
+snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/san/bin/khyvectl \
                 $(BUILD)/guests/ticker.rom
 	@tests/snapshot/run $(BUILD) $(BUILD)/san
 

@@ -1294,7 +1294,16 @@ static void get_regs(struct sbuf_reader *in, struct vga_regs *r)
 	r->st1_toggle = sbuf_get_u32(in);
 }
 
-/* The indices the port handlers mask and the DAC cycle positions. */
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != 0)
+			return false;
+	return true;
+}
+
+/* The indices the port handlers mask, the DAC cycle positions, and the
+ * registers past the last the port handlers store (always 0). */
 static void check_regs(struct sbuf_reader *in, const struct vga_regs *r)
 {
 	if (in->failed)
@@ -1304,6 +1313,9 @@ static void check_regs(struct sbuf_reader *in, const struct vga_regs *r)
 		          r->gr_idx, r->ar_idx, r->cr_idx);
 	else if (r->dac_rcomp > 2 || r->dac_wcomp > 2)
 		sbuf_fail(in, "vga: DAC component %u/%u > 2", r->dac_rcomp, r->dac_wcomp);
+	else if (!all_zero(r->cr + CR_LAST + 1, sizeof(r->cr) - CR_LAST - 1) ||
+	         !all_zero(r->ar + AR_CSEL + 1, sizeof(r->ar) - AR_CSEL - 1))
+		sbuf_fail(in, "vga: CRTC or attribute register no guest can write is set");
 }
 
 void vga_save(struct vga *vga, struct sbuf *out)

@@ -639,6 +639,7 @@ static void test_hostile_geometry(void **state)
 
 #define VGA_OFF_SR_IDX   2
 #define VGA_OFF_DAC_RCMP 130
+#define VGA_OFF_CR       63
 #define VGA_OFF_RUNS     912
 
 /* A restore of `len` bytes of `data` into `v`, as a participant's would end. */
@@ -733,6 +734,10 @@ static void test_state_round_trip(void **state)
 	bad[VGA_OFF_DAC_RCMP] = 3;
 	assert_int_equal(restore_bytes(v2, bad, out.len, err, sizeof(err)), -1);
 	assert_contains(err, "DAC component");
+	memcpy(bad, out.data, out.len);
+	bad[VGA_OFF_CR + 0x19] = 1; /* past CR18: no port write reaches it */
+	assert_int_equal(restore_bytes(v2, bad, out.len, err, sizeof(err)), -1);
+	assert_contains(err, "no guest can write");
 	memcpy(bad, out.data, out.len);
 	bad[VGA_OFF_RUNS + 4] = 64; /* the first run starts past the planes */
 	assert_int_equal(restore_bytes(v2, bad, out.len, err, sizeof(err)), -1);
