@@ -1180,15 +1180,11 @@ out:
 
 #define STATE_PAGE 4096u
 
+/* A page is zero when its first byte is and every byte equals the next
+ * (memcmp: the library's speed, sanitizers included). */
 static bool page_is_zero(const uint8_t *p)
 {
-	uint64_t acc = 0, w;
-
-	for (unsigned i = 0; i < STATE_PAGE; i += 8) {
-		memcpy(&w, p + i, 8);
-		acc |= w;
-	}
-	return acc == 0;
+	return p[0] == 0 && memcmp(p, p + 1, STATE_PAGE - 1) == 0;
 }
 
 /* Runs of non-zero pages: [*first, *first + return) from page `from` on;
@@ -1207,16 +1203,27 @@ static size_t next_run(const uint8_t *mem, size_t npages, size_t from, size_t *f
 
 void vga_put_pages(struct sbuf *out, const uint8_t *mem, size_t len)
 {
-	size_t npages = len / STATE_PAGE, first, n, runs = 0;
+	size_t npages = len / STATE_PAGE, first, n, at = out->len;
+	uint32_t runs = 0;
 
-	for (size_t p = 0; (n = next_run(mem, npages, p, &first)) > 0; p = first + n)
-		runs++;
-	sbuf_put_u32(out, (uint32_t)runs);
+	sbuf_put_u32(out, 0); /* the run count, filled in below */
 	for (size_t p = 0; (n = next_run(mem, npages, p, &first)) > 0; p = first + n) {
 		sbuf_put_u32(out, (uint32_t)first);
 		sbuf_put_u32(out, (uint32_t)n);
 		sbuf_put_bytes(out, mem + first * STATE_PAGE, n * STATE_PAGE);
+		runs++;
 	}
+	for (unsigned i = 0; !out->failed && i < 4; i++)
+		out->data[at + i] = (uint8_t)(runs >> (8 * i)); /* little-endian, as sbuf */
+}
+
+/* Zero pages [from, to) of `mem`, writing only those that are not zero
+ * already (untouched anonymous memory stays unallocated). */
+static void zero_pages(uint8_t *mem, size_t from, size_t to)
+{
+	for (size_t p = from; p < to; p++)
+		if (!page_is_zero(mem + p * STATE_PAGE))
+			memset(mem + p * STATE_PAGE, 0, STATE_PAGE);
 }
 
 int vga_get_pages(struct sbuf_reader *in, uint8_t *mem, size_t len, const char *what)
@@ -1236,13 +1243,13 @@ int vga_get_pages(struct sbuf_reader *in, uint8_t *mem, size_t len, const char *
 			          first);
 			break;
 		}
-		memset(mem + next * STATE_PAGE, 0, (first - next) * STATE_PAGE);
+		zero_pages(mem, next, first);
 		sbuf_get_bytes(in, mem + (size_t)first * STATE_PAGE, (size_t)n * STATE_PAGE);
 		next = (size_t)first + n;
 	}
 	if (in->failed)
 		return -1;
-	memset(mem + next * STATE_PAGE, 0, (npages - next) * STATE_PAGE);
+	zero_pages(mem, next, npages);
 	return 0;
 }
 
