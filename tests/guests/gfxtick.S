@@ -1,5 +1,5 @@
 /* The ticker (ticker.S's "tick 0000002a" ten times a second on COM1) drawing
- * on the fbuf device (run with -s 29,fbuf,vga=off,vnc=off): it turns on
+ * on the fbuf device (run with -s 29,fbuf,vnc=off): it turns on
  * memory decoding, sets a 640x480x32 DISPI mode through BAR2, and before
  * each tick N paints pixel N of the top row white through BAR0, so a
  * screenshot shows how far it counted: for tests/snapshot/run, whose
