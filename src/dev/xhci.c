@@ -1713,6 +1713,9 @@ static void get_controller(struct sbuf_reader *in, const struct xhci *x, struct 
 	if (!in->failed &&
 	    ((t->config & 0xff) > XHCI_MAX_SLOTS || t->config > 0x3ff || (t->usbcmd & ~0x3f0du)))
 		sbuf_fail(in, "CONFIG 0x%x or USBCMD 0x%x out of range", t->config, t->usbcmd);
+	if (!in->failed && !(t->usbcmd & CMD_RS) && !(t->usbsts & STS_HCH))
+		sbuf_fail(in, "USBSTS 0x%x says running, USBCMD 0x%x stopped", t->usbsts,
+		          t->usbcmd);
 	if (!in->failed)
 		get_interrupter(in, t, x->mem);
 	for (unsigned p = 0; p < XHCI_NPORTS && !in->failed; p++) {

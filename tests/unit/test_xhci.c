@@ -700,6 +700,7 @@ static void refuse_hostile(const struct sbuf *good)
 
 	refuse_patched(good, 0, 2, 2, "version");
 	refuse_patched(good, ST_CONFIG, 9, 4, "CONFIG");
+	refuse_patched(good, 2, 4, 4, "says running"); /* USBCMD: R/S off, HCH clear */
 	refuse_patched(good, ST_NSEG, 17, 4, "segments");
 	refuse_patched(good, ST_SEGSIZE, 8, 4, "not guest RAM");
 	refuse_patched(good, ST_ENQ, EV_TRBS, 4, "event ring position");
