@@ -374,8 +374,8 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUI
 # Checkpoint, suspend and restore of the ticker guest on this host's KVM
 # (tests/snapshot/run; about 10 s a build).
 .PHONY: snapshot-tests
-snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl \
-                $(BUILD)/guests/ticker.rom
+snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/san/bin/khyvectl \
+                $(BUILD)/guests/ticker.rom $(BUILD)/guests/gfxtick.rom
 	@tests/snapshot/run $(BUILD) $(BUILD)/san
 
 # vm web end to end as root on this host's KVM (tests/web/run: curl against

@@ -36,6 +36,7 @@
 #include "lib/file.h"
 #include "lib/log.h"
 #include "lib/parse.h"
+#include "lib/sbuf.h"
 #include "vmm/kvm.h"
 
 /* Bochs VBE DISPI registers (index values) and ENABLE bits. */
@@ -268,9 +269,8 @@ static uint64_t dispi_start(const uint16_t *r, uint32_t line)
  * refused depth becomes 8, sizes are clamped and rounded, offsets that
  * would run past the end drop to 0.
  */
-static void dispi_fixup(struct fbuf *fb)
+static void dispi_fixup_regs(uint16_t *r)
 {
-	uint16_t *r = fb->regs;
 	uint32_t line, maxy;
 
 	if (!(r[DISPI_ENABLE] & DISPI_ENABLED))
@@ -291,6 +291,11 @@ static void dispi_fixup(struct fbuf *fb)
 	if (dispi_start(r, line) + (uint64_t)r[DISPI_YRES] * line > FBUF_VRAM_SIZE)
 		r[DISPI_X_OFFSET] = 0;
 	r[DISPI_VIRT_HEIGHT] = (uint16_t)maxy;
+}
+
+static void dispi_fixup(struct fbuf *fb)
+{
+	dispi_fixup_regs(fb->regs);
 }
 
 static void dispi_enable(struct fbuf *fb, uint16_t val)
@@ -1107,6 +1112,101 @@ static int fbuf_init(struct machine *m, struct pci_func *f, struct config_node *
 	return start_vnc(fb, &o, err, errlen);
 }
 
+/* ---- saved state (docs/design/snapshots.md section 2, "fbuf", "vga") ---- */
+
+#define FBUF_STATE_VERSION 1
+
+/*
+ * Version, DISPI index and registers, byte order, the 8-bit palette, then
+ * the VGA (a bool saying there is one, then vga_save()) and the VRAM
+ * (sparse).  The display side (shadow, dirty bits, the VNC server) is
+ * rebuilt by the next refresh, which restore makes a full one.
+ */
+static int fbuf_save(struct pci_func *f, struct sbuf *out, char *err, size_t errlen)
+{
+	struct fbuf *fb = f->softc;
+
+	(void)err;
+	(void)errlen;
+	sbuf_put_u16(out, FBUF_STATE_VERSION);
+	pthread_mutex_lock(&fb->lock);
+	sbuf_put_u16(out, fb->index);
+	for (unsigned i = 0; i < DISPI_NREGS; i++)
+		sbuf_put_u16(out, fb->regs[i]);
+	sbuf_put_u32(out, fb->byteorder);
+	for (unsigned i = 0; i < 256; i++)
+		sbuf_put_u32(out, fb->pal[i]);
+	sbuf_put_bool(out, fb->vga != NULL);
+	if (fb->vga != NULL)
+		vga_save(fb->vga, out);
+	vga_put_pages(out, fb->vram, FBUF_VRAM_SIZE);
+	pthread_mutex_unlock(&fb->lock);
+	return 0;
+}
+
+/* The saved registers must be ones the guest could have made: an ID the
+ * interface offers, a bank in range, and an enabled mode unchanged by the
+ * clamping every register write applies (else it could point the display
+ * past the VRAM). */
+static void check_dispi(struct sbuf_reader *in, const uint16_t *regs, uint32_t byteorder)
+{
+	uint16_t fixed[DISPI_NREGS];
+
+	memcpy(fixed, regs, sizeof(fixed));
+	dispi_fixup_regs(fixed);
+	if (regs[DISPI_ID] < DISPI_ID0 || regs[DISPI_ID] > DISPI_ID5)
+		sbuf_fail(in, "DISPI id 0x%x unknown", regs[DISPI_ID]);
+	else if (regs[DISPI_BANK] >= FBUF_VRAM_SIZE / 65536)
+		sbuf_fail(in, "DISPI bank %u out of range", regs[DISPI_BANK]);
+	else if (memcmp(fixed, regs, sizeof(fixed)) != 0)
+		sbuf_fail(in, "DISPI mode %ux%ux%u does not fit the framebuffer", regs[DISPI_XRES],
+		          regs[DISPI_YRES], regs[DISPI_BPP]);
+	else if (byteorder != QEXT_BIG && byteorder != QEXT_LITTLE)
+		sbuf_fail(in, "byte order 0x%x unknown", byteorder);
+}
+
+static int fbuf_restore(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct fbuf *fb = f->softc;
+	uint16_t index, regs[DISPI_NREGS];
+	uint32_t byteorder, pal[256];
+	bool had_vga;
+
+	(void)err;
+	(void)errlen;
+	if (sbuf_get_version(in, FBUF_STATE_VERSION) == 0)
+		return -1;
+	index = sbuf_get_u16(in);
+	for (unsigned i = 0; i < DISPI_NREGS; i++)
+		regs[i] = sbuf_get_u16(in);
+	byteorder = sbuf_get_u32(in);
+	for (unsigned i = 0; i < 256; i++)
+		pal[i] = sbuf_get_u32(in) & 0xffffff;
+	had_vga = sbuf_get_bool(in);
+	if (!in->failed)
+		check_dispi(in, regs, byteorder);
+	if (!in->failed && had_vga != (fb->vga != NULL))
+		sbuf_fail(in, "saved %s legacy VGA, this fbuf has %s", had_vga ? "with" : "without",
+		          fb->vga != NULL ? "one" : "none");
+	if (in->failed || (fb->vga != NULL && vga_restore(fb->vga, in) < 0))
+		return -1;
+	pthread_mutex_lock(&fb->lock);
+	if (vga_get_pages(in, fb->vram, FBUF_VRAM_SIZE, "vram") == 0) {
+		fb->index = index;
+		memcpy(fb->regs, regs, sizeof(regs));
+		fb->byteorder = byteorder;
+		memcpy(fb->pal, pal, sizeof(pal));
+	}
+	memset(fb->soft_dirty, 0, sizeof(fb->soft_dirty));
+	fb->redraw = true; /* the shadow holds nothing of this: draw all */
+	pthread_mutex_unlock(&fb->lock);
+	pthread_mutex_lock(&fb->frame_lock);
+	fb->shown = SHOWN_NONE;
+	fb->resend = true;
+	pthread_mutex_unlock(&fb->frame_lock);
+	return in->failed ? -1 : 0;
+}
+
 /* The display adapter inside \_SB.PCI0 (ACPI 6.4 appendix B: video
  * extensions; only its address, so the OS ties it to the PCI function). */
 static void fbuf_write_dsdt(struct pci_func *f, struct aml *a)
@@ -1147,4 +1247,6 @@ PCI_DEVEMU(fbuf) = {
     .bar_write = fbuf_bar_write,
     .bar_moved = fbuf_bar_moved,
     .write_dsdt = fbuf_write_dsdt,
+    .save = fbuf_save,
+    .restore = fbuf_restore,
 };

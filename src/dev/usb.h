@@ -26,6 +26,8 @@ struct usb_setup {
 #define USB_NAK   (-1) /* no data now: the controller keeps the transfer pending */
 #define USB_STALL (-2) /* request error / halted endpoint */
 
+struct sbuf;
+struct sbuf_reader;
 struct usb_device;
 
 struct usb_device_ops {
@@ -40,6 +42,13 @@ struct usb_device_ops {
 	int (*transfer)(struct usb_device *d, uint8_t epaddr, uint8_t *buf, unsigned len);
 	/* A bus reset (port reset): address 0, not configured. */
 	void (*reset)(struct usb_device *d);
+	/* Saved state (docs/design/snapshots.md section 2), inside the
+	 * controller's section: save appends the device's fields (with a u16
+	 * version of its own); restore reads them back, checks every value
+	 * first (sbuf_fail) and changes nothing when one is out of range.
+	 * 0, or -1 with the reader failed. */
+	void (*save)(struct usb_device *d, struct sbuf *out);
+	int (*restore)(struct usb_device *d, struct sbuf_reader *in);
 };
 
 /*

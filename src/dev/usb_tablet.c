@@ -21,6 +21,7 @@
 
 #include "backend/console.h"
 #include "dev/usb.h"
+#include "lib/sbuf.h"
 
 #define TABLET_QLEN   16
 #define TABLET_REPORT 6
@@ -309,10 +310,96 @@ static void tablet_reset(struct usb_device *d)
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* ---- saved state: config, idle, protocol, the report queue, buttons and
+ * the boot-protocol position ---- */
+
+#define TABLET_STATE_VERSION 1
+
+static void put_report(struct sbuf *out, const struct tablet_report *r)
+{
+	sbuf_put_u8(out, r->buttons);
+	sbuf_put_u16(out, r->x);
+	sbuf_put_u16(out, r->y);
+	sbuf_put_u8(out, (uint8_t)r->wheel);
+}
+
+static void get_report(struct sbuf_reader *in, struct tablet_report *r)
+{
+	r->buttons = sbuf_get_u8(in);
+	r->x = sbuf_get_u16(in);
+	r->y = sbuf_get_u16(in);
+	r->wheel = (int8_t)sbuf_get_u8(in);
+	if (!in->failed && (r->buttons > 7 || r->x > HID_MAX || r->y > HID_MAX))
+		sbuf_fail(in, "tablet: report (buttons 0x%x, %u,%u) out of range", r->buttons, r->x,
+		          r->y);
+}
+
+static void tablet_save(struct usb_device *d, struct sbuf *out)
+{
+	struct tablet *t = d->priv;
+
+	sbuf_put_u16(out, TABLET_STATE_VERSION);
+	pthread_mutex_lock(&t->lock);
+	sbuf_put_u8(out, t->config);
+	sbuf_put_u8(out, t->idle);
+	sbuf_put_u8(out, t->protocol);
+	sbuf_put_u8(out, t->rfb_buttons);
+	sbuf_put_u16(out, (uint16_t)t->boot_x);
+	sbuf_put_u16(out, (uint16_t)t->boot_y);
+	put_report(out, &t->cur);
+	sbuf_put_u8(out, (uint8_t)t->count);
+	for (unsigned i = 0; i < t->count; i++) /* oldest first */
+		put_report(out, &t->q[(t->head + i) % TABLET_QLEN]);
+	pthread_mutex_unlock(&t->lock);
+}
+
+static int tablet_restore(struct usb_device *d, struct sbuf_reader *in)
+{
+	struct tablet *t = d->priv;
+	struct tablet_report q[TABLET_QLEN], cur;
+	uint8_t config, idle, protocol, rfb_buttons, count;
+	uint16_t bx, by;
+
+	if (sbuf_get_version(in, TABLET_STATE_VERSION) == 0)
+		return -1;
+	config = sbuf_get_u8(in);
+	idle = sbuf_get_u8(in);
+	protocol = sbuf_get_u8(in);
+	rfb_buttons = sbuf_get_u8(in);
+	bx = sbuf_get_u16(in);
+	by = sbuf_get_u16(in);
+	get_report(in, &cur);
+	count = sbuf_get_u8(in);
+	if (!in->failed && (config > 1 || protocol > 1 || bx > BOOT_MAX || by > BOOT_MAX))
+		sbuf_fail(in, "tablet: config %u, protocol %u or boot position %u,%u out of range",
+		          config, protocol, bx, by);
+	if (!in->failed && count > TABLET_QLEN)
+		sbuf_fail(in, "tablet: %u reports queued > %u", count, TABLET_QLEN);
+	for (unsigned i = 0; i < count && !in->failed; i++)
+		get_report(in, &q[i]);
+	if (in->failed)
+		return -1;
+	pthread_mutex_lock(&t->lock);
+	t->config = config;
+	t->idle = idle;
+	t->protocol = protocol;
+	t->rfb_buttons = rfb_buttons;
+	t->boot_x = bx;
+	t->boot_y = by;
+	t->cur = cur;
+	memcpy(t->q, q, count * sizeof(q[0]));
+	t->head = 0;
+	t->count = count;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
 static const struct usb_device_ops tablet_ops = {
     .control = tablet_control,
     .transfer = tablet_transfer,
     .reset = tablet_reset,
+    .save = tablet_save,
+    .restore = tablet_restore,
 };
 
 static uint16_t scale(uint32_t v, uint32_t size)

@@ -19,6 +19,7 @@
 #include "core/machine.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/sbuf.h"
 
 #define PLANE_SIZE 0x10000u
 #define PLANE_MASK 0xffffu
@@ -1173,4 +1174,186 @@ out:
 		log_ratelimited(&vga_rl, LOG_DEBUG, "vga: %ux%u frame does not fit the buffer",
 		                s.width, s.height);
 	return ok;
+}
+
+/* ---- saved state (docs/design/snapshots.md section 2, "vga") ---- */
+
+#define STATE_PAGE 4096u
+
+/* A page is zero when its first byte is and every byte equals the next
+ * (memcmp: the library's speed, sanitizers included). */
+static bool page_is_zero(const uint8_t *p)
+{
+	return p[0] == 0 && memcmp(p, p + 1, STATE_PAGE - 1) == 0;
+}
+
+/* Runs of non-zero pages: [*first, *first + return) from page `from` on;
+ * 0 when none is left. */
+static size_t next_run(const uint8_t *mem, size_t npages, size_t from, size_t *first)
+{
+	size_t p = from, n = 0;
+
+	while (p < npages && page_is_zero(mem + p * STATE_PAGE))
+		p++;
+	*first = p;
+	while (p + n < npages && !page_is_zero(mem + (p + n) * STATE_PAGE))
+		n++;
+	return n;
+}
+
+void vga_put_pages(struct sbuf *out, const uint8_t *mem, size_t len)
+{
+	size_t npages = len / STATE_PAGE, first, n, at = out->len;
+	uint32_t runs = 0;
+
+	sbuf_put_u32(out, 0); /* the run count, filled in below */
+	for (size_t p = 0; (n = next_run(mem, npages, p, &first)) > 0; p = first + n) {
+		sbuf_put_u32(out, (uint32_t)first);
+		sbuf_put_u32(out, (uint32_t)n);
+		sbuf_put_bytes(out, mem + first * STATE_PAGE, n * STATE_PAGE);
+		runs++;
+	}
+	for (unsigned i = 0; !out->failed && i < 4; i++)
+		out->data[at + i] = (uint8_t)(runs >> (8 * i)); /* little-endian, as sbuf */
+}
+
+/* Zero pages [from, to) of `mem`, writing only those that are not zero
+ * already (untouched anonymous memory stays unallocated). */
+static void zero_pages(uint8_t *mem, size_t from, size_t to)
+{
+	for (size_t p = from; p < to; p++)
+		if (!page_is_zero(mem + p * STATE_PAGE))
+			memset(mem + p * STATE_PAGE, 0, STATE_PAGE);
+}
+
+int vga_get_pages(struct sbuf_reader *in, uint8_t *mem, size_t len, const char *what)
+{
+	size_t npages = len / STATE_PAGE, next = 0;
+	uint32_t runs = sbuf_get_u32(in);
+
+	if (runs > npages)
+		sbuf_fail(in, "%s: %u runs of pages, at most %zu", what, runs, npages);
+	for (uint32_t i = 0; i < runs && !in->failed; i++) {
+		uint32_t first = sbuf_get_u32(in), n = sbuf_get_u32(in);
+
+		if (in->failed)
+			break;
+		if (n == 0 || first < next || first > npages || n > npages - first) {
+			sbuf_fail(in, "%s: run of %u pages at page %u out of range", what, n,
+			          first);
+			break;
+		}
+		zero_pages(mem, next, first);
+		sbuf_get_bytes(in, mem + (size_t)first * STATE_PAGE, (size_t)n * STATE_PAGE);
+		next = (size_t)first + n;
+	}
+	if (in->failed)
+		return -1;
+	zero_pages(mem, next, npages);
+	return 0;
+}
+
+static void put_regs(struct sbuf *out, const struct vga_regs *r)
+{
+	sbuf_put_u8(out, r->misc);
+	sbuf_put_u8(out, r->fcr);
+	sbuf_put_u8(out, r->sr_idx);
+	sbuf_put_bytes(out, r->sr, sizeof(r->sr));
+	sbuf_put_u8(out, r->gr_idx);
+	sbuf_put_bytes(out, r->gr, sizeof(r->gr));
+	sbuf_put_u8(out, r->ar_idx);
+	sbuf_put_bytes(out, r->ar, sizeof(r->ar));
+	sbuf_put_bool(out, r->ar_flip);
+	sbuf_put_u8(out, r->cr_idx);
+	sbuf_put_bytes(out, r->cr, sizeof(r->cr));
+	sbuf_put_u8(out, r->dac_mask);
+	sbuf_put_u8(out, r->dac_ridx);
+	sbuf_put_u8(out, r->dac_widx);
+	sbuf_put_u8(out, r->dac_rcomp);
+	sbuf_put_u8(out, r->dac_wcomp);
+	sbuf_put_u8(out, r->dac_state);
+	sbuf_put_bytes(out, r->dac_wbuf, sizeof(r->dac_wbuf));
+	sbuf_put_bytes(out, r->dac, sizeof(r->dac));
+	sbuf_put_u32(out, r->st1_toggle);
+}
+
+static void get_regs(struct sbuf_reader *in, struct vga_regs *r)
+{
+	r->misc = sbuf_get_u8(in);
+	r->fcr = sbuf_get_u8(in);
+	r->sr_idx = sbuf_get_u8(in);
+	sbuf_get_bytes(in, r->sr, sizeof(r->sr));
+	r->gr_idx = sbuf_get_u8(in);
+	sbuf_get_bytes(in, r->gr, sizeof(r->gr));
+	r->ar_idx = sbuf_get_u8(in);
+	sbuf_get_bytes(in, r->ar, sizeof(r->ar));
+	r->ar_flip = sbuf_get_bool(in);
+	r->cr_idx = sbuf_get_u8(in);
+	sbuf_get_bytes(in, r->cr, sizeof(r->cr));
+	r->dac_mask = sbuf_get_u8(in);
+	r->dac_ridx = sbuf_get_u8(in);
+	r->dac_widx = sbuf_get_u8(in);
+	r->dac_rcomp = sbuf_get_u8(in);
+	r->dac_wcomp = sbuf_get_u8(in);
+	r->dac_state = sbuf_get_u8(in);
+	sbuf_get_bytes(in, r->dac_wbuf, sizeof(r->dac_wbuf));
+	sbuf_get_bytes(in, r->dac, sizeof(r->dac));
+	r->st1_toggle = sbuf_get_u32(in);
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != 0)
+			return false;
+	return true;
+}
+
+/* The indices the port handlers mask, the DAC cycle positions, and the
+ * registers past the last the port handlers store (always 0). */
+static void check_regs(struct sbuf_reader *in, const struct vga_regs *r)
+{
+	if (in->failed)
+		return;
+	if (r->sr_idx > 7 || r->gr_idx > 0xf || r->ar_idx > 0x3f || r->cr_idx > 0x3f)
+		sbuf_fail(in, "vga: index out of range (sr %u gr %u ar %u cr %u)", r->sr_idx,
+		          r->gr_idx, r->ar_idx, r->cr_idx);
+	else if (r->dac_rcomp > 2 || r->dac_wcomp > 2)
+		sbuf_fail(in, "vga: DAC component %u/%u > 2", r->dac_rcomp, r->dac_wcomp);
+	else if (!all_zero(r->cr + CR_LAST + 1, sizeof(r->cr) - CR_LAST - 1) ||
+	         !all_zero(r->ar + AR_CSEL + 1, sizeof(r->ar) - AR_CSEL - 1))
+		sbuf_fail(in, "vga: CRTC or attribute register no guest can write is set");
+}
+
+void vga_save(struct vga *vga, struct sbuf *out)
+{
+	pthread_mutex_lock(&vga->lock);
+	put_regs(out, &vga->r);
+	sbuf_put_bytes(out, vga->latch, sizeof(vga->latch));
+	vga_put_pages(out, &vga->vram[0][0], sizeof(vga->vram));
+	pthread_mutex_unlock(&vga->lock);
+}
+
+int vga_restore(struct vga *vga, struct sbuf_reader *in)
+{
+	struct vga_regs r;
+	uint8_t latch[4];
+	int rc = -1;
+
+	memset(&r, 0, sizeof(r));
+	get_regs(in, &r);
+	sbuf_get_bytes(in, latch, sizeof(latch));
+	check_regs(in, &r);
+	if (in->failed)
+		return -1;
+	pthread_mutex_lock(&vga->lock);
+	if (vga_get_pages(in, &vga->vram[0][0], sizeof(vga->vram), "vga planes") == 0) {
+		vga->r = r;
+		memcpy(vga->latch, latch, sizeof(latch));
+		rc = 0;
+	}
+	vga->gen++; /* the picture changed under the renderer */
+	pthread_mutex_unlock(&vga->lock);
+	vga_forget_frame(vga);
+	return rc;
 }

@@ -16,6 +16,8 @@
 
 struct console_frame;
 struct machine;
+struct sbuf;
+struct sbuf_reader;
 struct vga;
 
 #define VGA_VRAM_SIZE (256 * 1024) /* four 64 KiB planes */
@@ -89,5 +91,30 @@ void vga_forget_frame(struct vga *vga);
 /* The DAC's 256 colours as XRGB8888, for DISPI 8-bit modes: 6-bit DAC
  * values scaled to 8 bits, or taken as 8-bit when `dac8`. */
 void vga_palette(struct vga *vga, uint32_t pal[256], bool dac8);
+
+/*
+ * Saved state (docs/design/snapshots.md section 2, "vga"): the registers
+ * (misc, feature control, sequencer, graphics, attribute with its
+ * flip-flop, CRTC, DAC with its read/write cycle), the latches and the four
+ * planes (sparse, vga_put_pages()).  Not the render side: the next
+ * vga_render() draws in full.  vga_save() appends to `out` (no version of
+ * its own: it lives inside fbuf's section, whose version covers it).
+ * vga_restore() checks every index and cycle position first and fails the
+ * reader (sbuf_fail) leaving the registers untouched; the planes are read
+ * only after the registers passed.  0, or -1 with the reader failed.
+ */
+void vga_save(struct vga *vga, struct sbuf *out);
+int vga_restore(struct vga *vga, struct sbuf_reader *in);
+
+/*
+ * Sparse memory for saved state: `len` bytes at `mem` (a multiple of 4 KiB)
+ * as u32 run count, then per run u32 first page, u32 pages and the bytes;
+ * all-zero 4 KiB pages are skipped.  vga_get_pages() reads that back into
+ * `mem` (pages in no run become zero), refusing runs out of range, out of
+ * order or overlapping (the reader fails; `mem` may then be partly
+ * written).  Shared by fbuf's VRAM.
+ */
+void vga_put_pages(struct sbuf *out, const uint8_t *mem, size_t len);
+int vga_get_pages(struct sbuf_reader *in, uint8_t *mem, size_t len, const char *what);
 
 #endif

@@ -30,6 +30,7 @@
 #include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/log.h"
+#include "lib/sbuf.h"
 
 #define XHCI_BAR_SIZE    0x4000u
 #define XHCI_MSIX_BAR    4
@@ -232,6 +233,7 @@ struct xhci {
 	} ir;
 	struct xhci_port port[XHCI_NPORTS];
 	struct xhci_slot slot[XHCI_MAX_SLOTS + 1];
+	bool quiesced; /* a checkpoint runs: device wakeups wait (endpoints stay nak) */
 };
 
 static struct ratelimit xhci_rl = RATELIMIT_INIT;
@@ -1120,7 +1122,7 @@ static void xhci_wakeup(struct usb_device *d, uint8_t epaddr)
 	if (dci < 2 || dci > 31)
 		return;
 	pthread_mutex_lock(&x->lock);
-	for (unsigned id = 1; id <= XHCI_MAX_SLOTS; id++) {
+	for (unsigned id = 1; id <= XHCI_MAX_SLOTS && !x->quiesced; id++) {
 		struct xhci_slot *s = &x->slot[id];
 
 		if (s->enabled && s->port == d->port && s->ep[dci].state == EP_RUNNING &&
@@ -1128,6 +1130,17 @@ static void xhci_wakeup(struct usb_device *d, uint8_t epaddr)
 			ep_run(x, id, dci);
 	}
 	pthread_mutex_unlock(&x->lock);
+}
+
+/* Run every endpoint that waits for device data (after a checkpoint or a
+ * restore: a wakeup may have come meanwhile).  `lock` held. */
+static void retry_naks(struct xhci *x)
+{
+	for (unsigned id = 1; id <= XHCI_MAX_SLOTS; id++)
+		for (unsigned dci = 2; dci < 32; dci++)
+			if (x->slot[id].enabled && x->slot[id].ep[dci].state == EP_RUNNING &&
+			    x->slot[id].ep[dci].nak)
+				ep_run(x, id, dci);
 }
 
 /* ---- registers ---- */
@@ -1436,6 +1449,358 @@ static void xhci_bar_write(struct pci_func *f, int bar, uint64_t offset, unsigne
 	pthread_mutex_unlock(&x->lock);
 }
 
+/* ---- saved state (docs/design/snapshots.md section 2, "xhci") ---- */
+
+#define XHCI_STATE_VERSION 1
+
+/*
+ * Quiesce: every transfer runs to its end inside the register write or
+ * wakeup that starts it (under `lock`), so nothing is in flight once the
+ * vCPUs are paused.  A control transfer between its Setup and Status
+ * stages is state like any other (saved with its data).  Only device
+ * wakeups (the tablet, on the VNC thread) could still write guest RAM and
+ * post events: they are held until unquiesce, which runs what they woke.
+ */
+static int xhci_quiesce(struct pci_func *f, char *err, size_t errlen)
+{
+	struct xhci *x = f->softc;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&x->lock);
+	x->quiesced = true;
+	pthread_mutex_unlock(&x->lock);
+	return 0;
+}
+
+static void xhci_unquiesce(struct pci_func *f)
+{
+	struct xhci *x = f->softc;
+
+	pthread_mutex_lock(&x->lock);
+	x->quiesced = false;
+	retry_naks(x);
+	pthread_mutex_unlock(&x->lock);
+}
+
+static void put_ring(struct sbuf *out, const struct ring *r)
+{
+	sbuf_put_u64(out, r->deq);
+	sbuf_put_bool(out, r->ccs);
+}
+
+static void get_ring(struct sbuf_reader *in, struct ring *r)
+{
+	r->deq = sbuf_get_u64(in);
+	r->ccs = sbuf_get_bool(in);
+}
+
+static void put_interrupter(struct sbuf *out, const struct xhci *x)
+{
+	sbuf_put_u32(out, x->ir.iman);
+	sbuf_put_u32(out, x->ir.imod);
+	sbuf_put_u32(out, x->ir.erstsz);
+	sbuf_put_u64(out, x->ir.erstba);
+	sbuf_put_u64(out, x->ir.erdp);
+	sbuf_put_bool(out, x->ir.ehb);
+	sbuf_put_bool(out, x->ir.valid);
+	sbuf_put_bool(out, x->ir.full);
+	sbuf_put_bool(out, x->ir.intx);
+	sbuf_put_u32(out, x->ir.nseg);
+	for (unsigned i = 0; i < x->ir.nseg; i++) {
+		sbuf_put_u64(out, x->ir.seg[i].base);
+		sbuf_put_u32(out, x->ir.seg[i].size);
+	}
+	sbuf_put_u32(out, x->ir.seg_idx);
+	sbuf_put_u32(out, x->ir.enq);
+	sbuf_put_bool(out, x->ir.pcs);
+}
+
+static void put_ctl(struct sbuf *out, const struct ctl_xfer *c)
+{
+	bool active = c != NULL && c->active;
+
+	sbuf_put_bool(out, active);
+	if (!active)
+		return;
+	sbuf_put_bool(out, c->deferred);
+	sbuf_put_u32(out, (uint32_t)c->result);
+	sbuf_put_u32(out, c->off);
+	sbuf_put_u8(out, c->setup.bmRequestType);
+	sbuf_put_u8(out, c->setup.bRequest);
+	sbuf_put_u16(out, c->setup.wValue);
+	sbuf_put_u16(out, c->setup.wIndex);
+	sbuf_put_u16(out, c->setup.wLength);
+	sbuf_put_bytes(out, c->buf, c->setup.wLength);
+}
+
+static void put_slot(struct sbuf *out, const struct xhci_slot *s)
+{
+	sbuf_put_bool(out, s->enabled);
+	sbuf_put_u8(out, s->state);
+	sbuf_put_u8(out, s->addr);
+	sbuf_put_u8(out, (uint8_t)s->port);
+	sbuf_put_u64(out, s->ctx);
+	for (unsigned dci = 1; dci < 32; dci++) {
+		const struct xhci_ep *ep = &s->ep[dci];
+
+		sbuf_put_u8(out, ep->state);
+		sbuf_put_u8(out, ep->type);
+		sbuf_put_u16(out, ep->mps);
+		put_ring(out, &ep->ring);
+		sbuf_put_bool(out, ep->nak);
+		sbuf_put_u32(out, ep->edtla);
+	}
+	put_ctl(out, s->ctl);
+}
+
+/*
+ * Version, the operational registers and command ring, interrupter 0 with
+ * its event ring position, per port its registers, per slot its state,
+ * endpoints (state, ring dequeue pointer and cycle, NAK wait) and a
+ * control transfer under way, then each attached device's own state.
+ */
+static int xhci_save(struct pci_func *f, struct sbuf *out, char *err, size_t errlen)
+{
+	struct xhci *x = f->softc;
+
+	(void)err;
+	(void)errlen;
+	sbuf_put_u16(out, XHCI_STATE_VERSION);
+	pthread_mutex_lock(&x->lock);
+	sbuf_put_u32(out, x->usbcmd);
+	sbuf_put_u32(out, x->usbsts);
+	sbuf_put_u32(out, x->dnctrl);
+	sbuf_put_u32(out, x->config);
+	sbuf_put_u64(out, x->crcr_ptr);
+	sbuf_put_u64(out, x->crcr_pending);
+	sbuf_put_u64(out, x->dcbaap);
+	put_ring(out, &x->cmd);
+	sbuf_put_bool(out, x->crr);
+	sbuf_put_bool(out, x->crcr_low_written);
+	put_interrupter(out, x);
+	for (unsigned p = 0; p < XHCI_NPORTS; p++) {
+		sbuf_put_bool(out, x->port[p].dev != NULL);
+		sbuf_put_u32(out, x->port[p].portsc);
+		sbuf_put_u32(out, x->port[p].pmsc);
+		sbuf_put_u32(out, x->port[p].li);
+		sbuf_put_u32(out, x->port[p].hlpmc);
+	}
+	for (unsigned id = 1; id <= XHCI_MAX_SLOTS; id++)
+		put_slot(out, &x->slot[id]);
+	for (unsigned p = 0; p < XHCI_NPORTS; p++)
+		if (x->port[p].dev != NULL)
+			x->port[p].dev->ops->save(x->port[p].dev, out);
+	pthread_mutex_unlock(&x->lock);
+	return 0;
+}
+
+/* What a restore reads, checked before any of it is applied. */
+struct xhci_saved {
+	struct xhci x;                           /* registers, ports, slots */
+	struct ctl_xfer ctl[XHCI_MAX_SLOTS + 1]; /* active ones */
+	bool ctl_active[XHCI_MAX_SLOTS + 1];
+};
+
+static void get_interrupter(struct sbuf_reader *in, struct xhci *x, const struct guest_mem *mem)
+{
+	x->ir.iman = sbuf_get_u32(in);
+	x->ir.imod = sbuf_get_u32(in);
+	x->ir.erstsz = sbuf_get_u32(in);
+	x->ir.erstba = sbuf_get_u64(in);
+	x->ir.erdp = sbuf_get_u64(in);
+	x->ir.ehb = sbuf_get_bool(in);
+	x->ir.valid = sbuf_get_bool(in);
+	x->ir.full = sbuf_get_bool(in);
+	x->ir.intx = sbuf_get_bool(in);
+	x->ir.nseg = sbuf_get_u32(in);
+	if (x->ir.nseg > XHCI_ERST_MAX) {
+		sbuf_fail(in, "%u event ring segments > %u", x->ir.nseg, XHCI_ERST_MAX);
+		return;
+	}
+	for (unsigned i = 0; i < x->ir.nseg; i++) {
+		x->ir.seg[i].base = sbuf_get_u64(in);
+		x->ir.seg[i].size = sbuf_get_u32(in);
+		if (!in->failed && x->ir.valid &&
+		    (x->ir.seg[i].size < 16 || x->ir.seg[i].size > 4096 ||
+		     (x->ir.seg[i].base & 63) ||
+		     gmem_ptr(mem, x->ir.seg[i].base, 16ull * x->ir.seg[i].size, true) == NULL))
+			sbuf_fail(in, "event ring segment %u (%u TRBs) is not guest RAM", i,
+			          x->ir.seg[i].size);
+	}
+	x->ir.seg_idx = sbuf_get_u32(in);
+	x->ir.enq = sbuf_get_u32(in);
+	x->ir.pcs = sbuf_get_bool(in);
+	if (in->failed)
+		return;
+	if (x->ir.erstsz > 0xffff || x->ir.seg_idx >= XHCI_ERST_MAX ||
+	    (x->ir.valid && (x->ir.nseg == 0 || x->ir.seg_idx >= x->ir.nseg ||
+	                     x->ir.enq >= x->ir.seg[x->ir.seg_idx].size)))
+		sbuf_fail(in, "event ring position (segment %u of %u, TRB %u) out of range",
+		          x->ir.seg_idx, x->ir.nseg, x->ir.enq);
+}
+
+static void get_ctl(struct sbuf_reader *in, struct ctl_xfer *c, bool *active)
+{
+	bool dir_in;
+
+	*active = sbuf_get_bool(in);
+	if (!*active || in->failed)
+		return;
+	c->active = true;
+	c->deferred = sbuf_get_bool(in);
+	c->result = (int)sbuf_get_u32(in);
+	c->off = sbuf_get_u32(in);
+	c->setup.bmRequestType = sbuf_get_u8(in);
+	c->setup.bRequest = sbuf_get_u8(in);
+	c->setup.wValue = sbuf_get_u16(in);
+	c->setup.wIndex = sbuf_get_u16(in);
+	c->setup.wLength = sbuf_get_u16(in);
+	dir_in = c->setup.bmRequestType & 0x80;
+	if (in->failed)
+		return;
+	if (c->setup.wLength > XHCI_XFER_MAX || c->result < 0 || c->result > c->setup.wLength ||
+	    c->off > (dir_in ? (unsigned)c->result : c->setup.wLength) ||
+	    c->deferred != (!dir_in && c->setup.wLength > 0)) {
+		sbuf_fail(in, "control transfer (wLength %u, result %d, offset %u) out of range",
+		          c->setup.wLength, c->result, c->off);
+		return;
+	}
+	sbuf_get_bytes(in, c->buf, c->setup.wLength);
+}
+
+static void get_saved_slot(struct sbuf_reader *in, unsigned id, struct xhci_slot *s,
+                           struct xhci_saved *sv)
+{
+	s->enabled = sbuf_get_bool(in);
+	s->state = sbuf_get_u8(in);
+	s->addr = sbuf_get_u8(in);
+	s->port = sbuf_get_u8(in);
+	s->ctx = sbuf_get_u64(in);
+	if (!in->failed && (s->state > SLOT_CONFIGURED || s->port > XHCI_NPORTS))
+		sbuf_fail(in, "slot %u: state %u or port %u out of range", id, s->state, s->port);
+	for (unsigned dci = 1; dci < 32 && !in->failed; dci++) {
+		struct xhci_ep *ep = &s->ep[dci];
+
+		ep->state = sbuf_get_u8(in);
+		ep->type = sbuf_get_u8(in);
+		ep->mps = sbuf_get_u16(in);
+		get_ring(in, &ep->ring);
+		ep->nak = sbuf_get_bool(in);
+		ep->edtla = sbuf_get_u32(in);
+		if (!in->failed && (ep->state > EP_ERROR || ep->type > 7))
+			sbuf_fail(in, "slot %u endpoint %u: state %u or type %u out of range", id,
+			          dci, ep->state, ep->type);
+	}
+	if (!in->failed)
+		get_ctl(in, &sv->ctl[id], &sv->ctl_active[id]);
+}
+
+static void get_controller(struct sbuf_reader *in, const struct xhci *x, struct xhci_saved *sv)
+{
+	struct xhci *t = &sv->x;
+
+	t->usbcmd = sbuf_get_u32(in);
+	t->usbsts = sbuf_get_u32(in);
+	t->dnctrl = sbuf_get_u32(in);
+	t->config = sbuf_get_u32(in);
+	t->crcr_ptr = sbuf_get_u64(in);
+	t->crcr_pending = sbuf_get_u64(in);
+	t->dcbaap = sbuf_get_u64(in);
+	get_ring(in, &t->cmd);
+	t->crr = sbuf_get_bool(in);
+	t->crcr_low_written = sbuf_get_bool(in);
+	if (!in->failed &&
+	    ((t->config & 0xff) > XHCI_MAX_SLOTS || t->config > 0x3ff || (t->usbcmd & ~0x3f0du)))
+		sbuf_fail(in, "CONFIG 0x%x or USBCMD 0x%x out of range", t->config, t->usbcmd);
+	if (!in->failed && !(t->usbcmd & CMD_RS) && !(t->usbsts & STS_HCH))
+		sbuf_fail(in, "USBSTS 0x%x says running, USBCMD 0x%x stopped", t->usbsts,
+		          t->usbcmd);
+	if (!in->failed)
+		get_interrupter(in, t, x->mem);
+	for (unsigned p = 0; p < XHCI_NPORTS && !in->failed; p++) {
+		bool has = sbuf_get_bool(in);
+
+		t->port[p].portsc = sbuf_get_u32(in);
+		t->port[p].pmsc = sbuf_get_u32(in);
+		t->port[p].li = sbuf_get_u32(in);
+		t->port[p].hlpmc = sbuf_get_u32(in);
+		if (!in->failed && has != (x->port[p].dev != NULL))
+			sbuf_fail(in, "port %u: saved %s a device, this one has %s", p + 1,
+			          has ? "with" : "without", x->port[p].dev ? "one" : "none");
+	}
+	for (unsigned id = 1; id <= XHCI_MAX_SLOTS && !in->failed; id++)
+		get_saved_slot(in, id, &t->slot[id], sv);
+}
+
+/* Apply a checked image (`lock` held); the ctl buffers stay the slots'. */
+static int apply_saved(struct xhci *x, const struct xhci_saved *sv)
+{
+	const struct xhci *t = &sv->x;
+
+	x->usbcmd = t->usbcmd;
+	x->usbsts = t->usbsts;
+	x->dnctrl = t->dnctrl;
+	x->config = t->config;
+	x->crcr_ptr = t->crcr_ptr;
+	x->crcr_pending = t->crcr_pending;
+	x->dcbaap = t->dcbaap;
+	x->cmd = t->cmd;
+	x->crr = t->crr;
+	x->crcr_low_written = t->crcr_low_written;
+	x->ir = t->ir;
+	for (unsigned p = 0; p < XHCI_NPORTS; p++) {
+		x->port[p].portsc = t->port[p].portsc;
+		x->port[p].pmsc = t->port[p].pmsc;
+		x->port[p].li = t->port[p].li;
+		x->port[p].hlpmc = t->port[p].hlpmc;
+	}
+	for (unsigned id = 1; id <= XHCI_MAX_SLOTS; id++) {
+		struct ctl_xfer *ctl = x->slot[id].ctl;
+
+		if (sv->ctl_active[id] && ctl == NULL && (ctl = calloc(1, sizeof(*ctl))) == NULL)
+			return -1;
+		x->slot[id] = t->slot[id];
+		x->slot[id].ctl = ctl;
+		if (ctl != NULL && sv->ctl_active[id])
+			*ctl = sv->ctl[id];
+		else if (ctl != NULL)
+			ctl->active = false;
+	}
+	x->quiesced = false;
+	intx_update(x); /* from the saved level to what the registers say */
+	return 0;
+}
+
+static int xhci_restore(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct xhci *x = f->softc;
+	struct xhci_saved *sv;
+	int rc = -1;
+
+	if (sbuf_get_version(in, XHCI_STATE_VERSION) == 0)
+		return -1;
+	if ((sv = calloc(1, sizeof(*sv))) == NULL) {
+		snprintf(err, errlen, "xhci: out of memory");
+		return -1;
+	}
+	get_controller(in, x, sv);
+	for (unsigned p = 0; p < XHCI_NPORTS && !in->failed; p++)
+		if (x->port[p].dev != NULL)
+			(void)x->port[p].dev->ops->restore(x->port[p].dev, in);
+	if (!in->failed) {
+		pthread_mutex_lock(&x->lock);
+		rc = apply_saved(x, sv);
+		if (rc == 0 && running(x))
+			retry_naks(x); /* reports queued before the save */
+		pthread_mutex_unlock(&x->lock);
+		if (rc < 0)
+			snprintf(err, errlen, "xhci: out of memory");
+	}
+	free(sv);
+	return rc;
+}
+
 /* ---- options and creation ---- */
 
 /* "tablet[,tablet]": bhyve's device list becomes slot.N.device=NAME. */
@@ -1560,4 +1925,8 @@ PCI_DEVEMU(xhci) = {
     .init = xhci_init,
     .bar_read = xhci_bar_read,
     .bar_write = xhci_bar_write,
+    .quiesce = xhci_quiesce,
+    .unquiesce = xhci_unquiesce,
+    .save = xhci_save,
+    .restore = xhci_restore,
 };

@@ -19,7 +19,9 @@
 #include "boot/acpi.h"
 #include "boot/linux.h"
 #include "dev/fbuf.h"
+#include "core/snapshot.h"
 #include "lib/config.h"
+#include "lib/sbuf.h"
 #include "vmm/kvm.h"
 #include "vmm/vcpu.h"
 
@@ -573,6 +575,134 @@ static void test_kvm_dirty_log(void **state)
 	vm_destroy(&vm);
 }
 
+/* ---- saved state ---- */
+
+/* Offsets into fbuf's own part (vga=off). */
+#define ST_REGS  4
+#define ST_ORDER (ST_REGS + 2 * 10)
+#define ST_VGA   (ST_ORDER + 4 + 4 * 256)
+#define ST_RUNS  (ST_VGA + 1)
+
+static int restore_emul(const uint8_t *data, size_t len, char *err, size_t errlen)
+{
+	struct sbuf_reader in;
+
+	sbuf_reader_init(&in, data, len);
+	err[0] = '\0';
+	if (f->de->restore(f, &in, err, errlen) < 0 && !in.failed)
+		return -1;
+	return sbuf_reader_done(&in, "fbuf", err, errlen);
+}
+
+static void save_emul(struct sbuf *out)
+{
+	char err[128];
+
+	memset(out, 0, sizeof(*out));
+	assert_int_equal(f->de->save(f, out, err, sizeof(err)), 0);
+	assert_false(out->failed);
+}
+
+static void assert_state_is(const struct sbuf *want)
+{
+	struct sbuf got;
+
+	save_emul(&got);
+	assert_int_equal(got.len, want->len);
+	assert_memory_equal(got.data, want->data, want->len);
+	sbuf_free(&got);
+}
+
+static void refuse_patched(const struct sbuf *good, size_t off, const void *bytes, size_t n,
+                           const char *why)
+{
+	uint8_t *bad = malloc(good->len);
+	char err[160];
+
+	assert_non_null(bad);
+	memcpy(bad, good->data, good->len);
+	memcpy(bad + off, bytes, n);
+	assert_int_equal(restore_emul(bad, good->len, err, sizeof(err)), -1);
+	assert_contains(err, why);
+	assert_state_is(good); /* untouched */
+	free(bad);
+}
+
+/*
+ * A 640x480x32 mode in big-endian byte order with pixels on three pages:
+ * saved (sparse: those pages only), then the guest changes everything
+ * (another mode clears the VRAM), and the restore brings back the
+ * registers, the byte order and every VRAM byte; the next frame is a full
+ * one.  Hostile images are refused without changing anything.
+ */
+static void test_state_round_trip(void **state)
+{
+	struct console_frame fr;
+	struct sbuf good;
+	char err[160];
+	uint16_t v16;
+	uint32_t v32;
+
+	(void)state;
+	assert_non_null(machine_state_find(&m, "pci.0.29.0.fbuf"));
+	assert_int_equal(machine_state_saveable(&m, err, sizeof(err)), 0);
+	set_mode(640, 480, 32);
+	wr(bar0, 4, 0x11223344);
+	wr(bar0 + 5 * 4096 + 8, 8, 0x0102030405060708ull);
+	wr(bar0 + 1000 * 4096 + 4092, 4, 0xa5a5a5a5);
+	wr(bar2 + 0x604, 4, 0xbebebebe);
+	memset(&fr, 0, sizeof(fr));
+	assert_true(console_refresh(&fr));
+	save_emul(&good);
+	assert_int_equal(good.len, ST_RUNS + 4 + 3 * (8 + 4096)); /* three pages */
+
+	set_mode(800, 600, 16);
+	wr(bar0 + 5 * 4096, 4, 0xdeadbeef);
+	wr(bar2 + 0x604, 4, 0x1e1e1e1e);
+	memset(&fr, 0, sizeof(fr));
+	assert_true(console_refresh(&fr));
+	assert_int_equal(restore_emul(good.data, good.len, err, sizeof(err)), 0);
+	assert_int_equal(dispi_get(XRES), 640);
+	assert_int_equal(dispi_get(YRES), 480);
+	assert_int_equal(dispi_get(BPP), 32);
+	assert_int_equal(dispi_get(ENABLE), EN_ON | EN_LFB);
+	assert_int_equal(rd(bar2 + 0x604, 4), 0xbebebebe);
+	assert_int_equal(rd(bar0, 4), 0x11223344);
+	assert_int_equal(rd(bar0 + 5 * 4096, 4), 0);
+	assert_int_equal(rd(bar0 + 5 * 4096 + 8, 8), 0x0102030405060708ull);
+	assert_int_equal(rd(bar0 + 1000 * 4096 + 4092, 4), 0xa5a5a5a5);
+	assert_int_equal(rd(bar0 + 4096, 4), 0);
+	assert_state_is(&good);
+	memset(&fr, 0, sizeof(fr));
+	assert_true(console_refresh(&fr));
+	assert_true(fr.full);
+	assert_int_equal(fr.width, 640);
+
+	v16 = 4000; /* wider than the clamping allows */
+	refuse_patched(&good, ST_REGS + 2 * XRES, &v16, 2, "does not fit");
+	v16 = 32000; /* the offset would show past the VRAM */
+	refuse_patched(&good, ST_REGS + 2 * YOFF, &v16, 2, "does not fit");
+	v16 = 0x1234;
+	refuse_patched(&good, ST_REGS, &v16, 2, "DISPI id");
+	v32 = 0x12345678;
+	refuse_patched(&good, ST_ORDER, &v32, 4, "byte order");
+	refuse_patched(&good, ST_VGA, "\1", 1, "legacy VGA");
+	refuse_patched(&good, ST_VGA, "\2", 1, "");
+	v32 = 4096; /* the first run starts past the VRAM */
+	refuse_patched(&good, ST_RUNS + 4, &v32, 4, "out of range");
+	v32 = 4097;
+	refuse_patched(&good, ST_RUNS, &v32, 4, "runs of pages");
+	v16 = 2;
+	refuse_patched(&good, 0, &v16, 2, "version");
+	assert_int_equal(restore_emul(good.data, ST_RUNS + 2, err, sizeof(err)), -1);
+	assert_contains(err, "truncated");
+	assert_int_equal(restore_emul(good.data, good.len - 1, err, sizeof(err)), -1);
+	assert_int_equal(restore_emul(good.data, good.len, err, sizeof(err)), 0);
+	assert_state_is(&good);
+	sbuf_free(&good);
+	wr(bar2 + 0x604, 4, 0x1e1e1e1e);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_teardown(fn, teardown)
@@ -585,6 +715,7 @@ int main(void)
 	    T(test_edid),
 	    T(test_qemu_ext_regs),
 	    T(test_refresh_full_then_dirty),
+	    T(test_state_round_trip),
 	    cmocka_unit_test(test_dirty_rects),
 	    cmocka_unit_test(test_convert),
 	    cmocka_unit_test(test_option_refusal),

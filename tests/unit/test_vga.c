@@ -9,6 +9,7 @@
 #include "core/iobus.h"
 #include "core/machine.h"
 #include "dev/vga.h"
+#include "lib/sbuf.h"
 
 #define W 720
 #define H 400
@@ -634,6 +635,126 @@ static void test_hostile_geometry(void **state)
 	assert_false(vga_render(x->v, x->px, 16, &x->f));
 }
 
+/* ---- saved state ---- */
+
+#define VGA_OFF_SR_IDX   2
+#define VGA_OFF_DAC_RCMP 130
+#define VGA_OFF_CR       63
+#define VGA_OFF_RUNS     912
+
+/* A restore of `len` bytes of `data` into `v`, as a participant's would end. */
+static int restore_bytes(struct vga *v, const uint8_t *data, size_t len, char *err, size_t n)
+{
+	struct sbuf_reader in;
+
+	sbuf_reader_init(&in, data, len);
+	err[0] = '\0';
+	(void)vga_restore(v, &in);
+	return sbuf_reader_done(&in, "vga", err, n);
+}
+
+static void assert_saves(struct vga *v, const struct sbuf *want)
+{
+	struct sbuf got = {0};
+
+	vga_save(v, &got);
+	assert_false(got.failed);
+	assert_int_equal(got.len, want->len);
+	assert_memory_equal(got.data, want->data, want->len);
+	sbuf_free(&got);
+}
+
+/* Mode 3 text with characters written, a sequencer index and a DAC write
+ * cycle left half-way, the attribute flip-flop on data: all come back in a
+ * fresh VGA, which then draws the same picture; hostile images are refused
+ * and change nothing. */
+static void test_state_round_trip(void **state)
+{
+	struct fixture *x = *state;
+	static uint32_t px2[800 * 600];
+	struct console_frame f2;
+	struct sbuf out = {0};
+	uint8_t *bad;
+	struct vga *v2;
+	char err[160];
+	uint32_t pal1[256], pal2[256];
+
+	for (unsigned i = 0; i < 80; i++) {
+		memw(x, 0xb8000 + 2 * i, (uint8_t)('A' + i % 26));
+		memw(x, 0xb8000 + 2 * i + 1, 0x1e);
+	}
+	crtc(x, 0x0e, 0x00);
+	crtc(x, 0x0f, 0x05); /* cursor at 5 */
+	seq(x, 2, 0x03);
+	out8(x, 0x3c8, 7);
+	out8(x, 0x3c9, 0x3f);
+	out8(x, 0x3c9, 0x10); /* two of three components written */
+	(void)in8(x, 0x3da);
+	out8(x, 0x3c0, 0x21);   /* flip-flop now on data */
+	(void)memr(x, 0xb8000); /* latches */
+	assert_true(vga_render(x->v, x->px, ARRAY_LEN(x->px), &x->f));
+	vga_save(x->v, &out);
+	assert_false(out.failed);
+	assert_true(out.len < VGA_VRAM_SIZE / 2); /* sparse: the text, attributes and font */
+
+	v2 = vga_create(NULL, true, err, sizeof(err));
+	assert_non_null(v2);
+	vga_set_blink_phase(v2, 1);
+	vga_port_write(v2, 0x3c4, 1, 4); /* something else selected */
+	assert_int_equal(restore_bytes(v2, out.data, out.len, err, sizeof(err)), 0);
+	assert_saves(v2, &out);
+	assert_int_equal(vga_port_read(v2, 0x3c4, 1), 2);
+	assert_int_equal(vga_port_read(v2, 0x3d4, 1), 0x0f);
+	assert_int_equal(vga_mem_read(v2, 0x18000 + 2), 'B');
+	assert_int_equal(memr(x, 0xb8000 + 2), 'B'); /* the same latches in both */
+	assert_true(vga_render(v2, px2, ARRAY_LEN(px2), &f2));
+	assert_int_equal(f2.width, x->f.width);
+	assert_int_equal(f2.height, x->f.height);
+	assert_memory_equal(px2, x->px, (size_t)f2.width * f2.height * 4);
+	/* The DAC cycle and the flip-flop go on where they were. */
+	out8(x, 0x3c9, 0x05);
+	vga_port_write(v2, 0x3c9, 1, 0x05);
+	out8(x, 0x3c0, 0x01);
+	vga_port_write(v2, 0x3c0, 1, 0x01);
+	vga_palette(x->v, pal1, false);
+	vga_palette(v2, pal2, false);
+	assert_memory_equal(pal1, pal2, sizeof(pal1));
+	assert_int_equal(vga_port_read(v2, 0x3c1, 1), 0x01);
+	sbuf_free(&out);
+	vga_save(v2, &out);
+	assert_saves(x->v, &out); /* the same writes since: the same state */
+
+	bad = malloc(out.len);
+	assert_non_null(bad);
+	memcpy(bad, out.data, out.len);
+	bad[VGA_OFF_SR_IDX] = 9;
+	assert_int_equal(restore_bytes(v2, bad, out.len, err, sizeof(err)), -1);
+	assert_contains(err, "index out of range");
+	memcpy(bad, out.data, out.len);
+	bad[VGA_OFF_DAC_RCMP] = 3;
+	assert_int_equal(restore_bytes(v2, bad, out.len, err, sizeof(err)), -1);
+	assert_contains(err, "DAC component");
+	memcpy(bad, out.data, out.len);
+	bad[VGA_OFF_CR + 0x19] = 1; /* past CR18: no port write reaches it */
+	assert_int_equal(restore_bytes(v2, bad, out.len, err, sizeof(err)), -1);
+	assert_contains(err, "no guest can write");
+	memcpy(bad, out.data, out.len);
+	bad[VGA_OFF_RUNS + 4] = 64; /* the first run starts past the planes */
+	assert_int_equal(restore_bytes(v2, bad, out.len, err, sizeof(err)), -1);
+	assert_contains(err, "out of range");
+	memcpy(bad, out.data, out.len);
+	bad[VGA_OFF_RUNS] = 65; /* more runs than pages */
+	assert_int_equal(restore_bytes(v2, bad, out.len, err, sizeof(err)), -1);
+	assert_int_equal(restore_bytes(v2, out.data, VGA_OFF_RUNS - 1, err, sizeof(err)), -1);
+	assert_contains(err, "truncated");
+	memcpy(bad, out.data, out.len);
+	assert_int_equal(restore_bytes(v2, bad, out.len, err, sizeof(err)), 0);
+	assert_saves(v2, &out);
+	free(bad);
+	sbuf_free(&out);
+	vga_destroy(v2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -651,6 +772,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_mode13h, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cga_mode4, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hostile_geometry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_round_trip, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

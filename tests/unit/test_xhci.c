@@ -15,7 +15,9 @@
 #include "bus/pci.h"
 #include "core/iobus.h"
 #include "core/machine.h"
+#include "core/snapshot.h"
 #include "lib/config.h"
+#include "lib/sbuf.h"
 
 #define RAM_GPA   0x100000ull
 #define RAM_SIZE  0x100000ull
@@ -631,6 +633,187 @@ static void test_options(void **state)
 	assert_string_equal(config_get("t.y.slot.1.device"), "tablet");
 }
 
+/* ---- saved state ---- */
+
+/* Offsets into the controller's own part (one event ring segment). */
+#define ST_CONFIG              14
+#define ST_NSEG                85
+#define ST_SEGSIZE             97
+#define ST_ENQ                 105
+#define ST_PORT1               110
+#define ST_SLOT1               178
+#define ST_EP0                 (ST_SLOT1 + 12)
+#define ST_CTL1                (ST_EP0 + 31 * 18)
+#define ST_TABLET(len, queued) ((len)-17 - 6 * (queued)) /* the tablet's part */
+
+static int restore_emul(const uint8_t *data, size_t len, char *err, size_t errlen)
+{
+	struct pci_func *f = pci_get(0);
+	struct sbuf_reader in;
+
+	sbuf_reader_init(&in, data, len);
+	err[0] = '\0';
+	if (f->de->restore(f, &in, err, errlen) < 0 && !in.failed)
+		return -1;
+	return sbuf_reader_done(&in, "xhci", err, errlen);
+}
+
+static void save_emul(struct sbuf *out)
+{
+	struct pci_func *f = pci_get(0);
+	char err[128];
+
+	memset(out, 0, sizeof(*out));
+	assert_int_equal(f->de->save(f, out, err, sizeof(err)), 0);
+	assert_false(out->failed);
+}
+
+static void assert_state_is(const struct sbuf *want)
+{
+	struct sbuf got;
+
+	save_emul(&got);
+	assert_int_equal(got.len, want->len);
+	assert_memory_equal(got.data, want->data, want->len);
+	sbuf_free(&got);
+}
+
+static void refuse_patched(const struct sbuf *good, size_t off, uint32_t val, size_t n,
+                           const char *why)
+{
+	uint8_t *bad = malloc(good->len);
+	char err[160];
+
+	assert_non_null(bad);
+	memcpy(bad, good->data, good->len);
+	memcpy(bad + off, &val, n);
+	assert_int_equal(restore_emul(bad, good->len, err, sizeof(err)), -1);
+	assert_contains(err, why);
+	assert_state_is(good); /* untouched */
+	free(bad);
+}
+
+static void refuse_hostile(const struct sbuf *good)
+{
+	static const size_t cuts[] = {1, 2, 53, ST_SLOT1, ST_CTL1 + 3};
+	char err[160];
+
+	refuse_patched(good, 0, 2, 2, "version");
+	refuse_patched(good, ST_CONFIG, 9, 4, "CONFIG");
+	refuse_patched(good, 2, 4, 4, "says running"); /* USBCMD: R/S off, HCH clear */
+	refuse_patched(good, ST_NSEG, 17, 4, "segments");
+	refuse_patched(good, ST_SEGSIZE, 8, 4, "not guest RAM");
+	refuse_patched(good, ST_ENQ, EV_TRBS, 4, "event ring position");
+	refuse_patched(good, ST_PORT1, 0, 1, "port 1");
+	refuse_patched(good, ST_SLOT1 + 1, 4, 1, "slot 1");
+	refuse_patched(good, ST_EP0, 5, 1, "endpoint 1");
+	refuse_patched(good, ST_CTL1 + 6, 19, 4, "control transfer"); /* offset past the data */
+	refuse_patched(good, ST_CTL1 + 1, 1, 1, "control transfer");  /* IN marked deferred */
+	refuse_patched(good, ST_TABLET(good->len, 2) + 2, 2, 1, "tablet: config");
+	refuse_patched(good, ST_TABLET(good->len, 2) + 16, 17, 1, "reports queued");
+	refuse_patched(good, ST_TABLET(good->len, 2) + 17, 8, 1, "tablet: report");
+	for (unsigned i = 0; i < ARRAY_LEN(cuts); i++) {
+		assert_int_equal(restore_emul(good->data, cuts[i], err, sizeof(err)), -1);
+		assert_state_is(good);
+	}
+	assert_int_equal(restore_emul(good->data, good->len - 1, err, sizeof(err)), -1);
+	assert_contains(err, "truncated");
+	assert_state_is(good);
+}
+
+/*
+ * An enumerated tablet with two reports queued and a GET_DESCRIPTOR
+ * between its two Data TRBs: the whole section saved (quiesced), the
+ * controller reset, the section restored.  Registers read back the same,
+ * the control transfer finishes with the right bytes, the next interrupt
+ * TRBs get the queued reports, the command ring goes on with its cycle.
+ */
+static void test_state_round_trip(void **state)
+{
+	const struct state_participant *p = machine_state_find(&m, "pci.0.5.0.xhci");
+	static const uint8_t dev_desc_tail[10] = {0x5d, 0xfb, 0x01, 0x00, 0x00, 0x01, 1, 2, 3, 1};
+	struct sbuf whole = {0}, good;
+	struct sbuf_reader in;
+	uint64_t regs[6];
+	char err[160];
+	struct trb ev;
+
+	(void)state;
+	assert_non_null(p);
+	configure();
+	console_ptr_event(1, 100, 200, 1024, 768);
+	console_ptr_event(0, 300, 400, 1024, 768);
+	memset(hva(DATA), 0, 32);
+	put_trb(EP0RING + 16ull * ep0_idx++, 0x0012000001000680ull, 8,
+	        T(2) | 1u << 6 | 3u << 16 | 1);
+	put_trb(EP0RING + 16ull * ep0_idx++, DATA, 8, T(3) | 1u << 16 | 1);
+	wr(DB(1), 4, 1);
+	assert_false(next_event(&ev));
+	assert_int_equal(hva(DATA)[0], 18);
+	regs[0] = rd(OP + 4, 4);
+	regs[1] = rd(PORTSC(1), 4);
+	regs[2] = rd(IR0, 4);
+	regs[3] = rd(IR0 + 0x18, 8);
+	regs[4] = rd(OP + 0x30, 8);
+	regs[5] = rd(OP + 0x38, 4);
+
+	assert_int_equal(p->ops->quiesce(p->arg, err, sizeof(err)), 0);
+	assert_int_equal(p->ops->save(p->arg, &whole, err, sizeof(err)), 0);
+	p->ops->unquiesce(p->arg);
+	save_emul(&good);
+	assert_true(whole.len > good.len);
+	assert_memory_equal(whole.data + whole.len - good.len, good.data, good.len);
+
+	wr(OP, 4, 2); /* HCRST: controller and tablet start over */
+	assert_int_equal(rd(OP + 0x38, 4), 0);
+	sbuf_reader_init(&in, whole.data, whole.len);
+	assert_int_equal(p->ops->restore(p->arg, &in, err, sizeof(err)), 0);
+	assert_int_equal(sbuf_reader_done(&in, p->name, err, sizeof(err)), 0);
+	assert_int_equal(rd(OP + 4, 4), regs[0]);
+	assert_int_equal(rd(PORTSC(1), 4), regs[1]);
+	assert_int_equal(rd(IR0, 4), regs[2]);
+	assert_int_equal(rd(IR0 + 0x18, 8), regs[3]);
+	assert_int_equal(rd(OP + 0x30, 8), regs[4]);
+	assert_int_equal(rd(OP + 0x38, 4), regs[5]);
+	assert_state_is(&good);
+	refuse_hostile(&good);
+
+	/* The rest of the descriptor comes from the restored transfer buffer. */
+	put_trb(EP0RING + 16ull * ep0_idx++, DATA + 8, 10, T(1) | 1u << 16 | 1);
+	put_trb(EP0RING + 16ull * ep0_idx++, 0, 0, T(4) | 1u << 5 | 1);
+	wr(DB(1), 4, 1);
+	assert_true(next_event(&ev));
+	assert_int_equal(type_of(&ev), 32);
+	assert_int_equal(cc_of(&ev), 1);
+	assert_int_equal(ev.param, EP0RING + 16ull * (ep0_idx - 1));
+	assert_memory_equal(hva(DATA + 8), dev_desc_tail, sizeof(dev_desc_tail));
+	/* The queued reports, oldest first, then a NAK. */
+	for (unsigned i = 0; i < 3; i++)
+		put_trb(EP1RING + 16 * i, DATA + 8 * i, 8, T(1) | 1u << 5 | 1);
+	wr(DB(1), 4, 3);
+	assert_true(next_event(&ev));
+	assert_int_equal(ev.param, EP1RING);
+	assert_int_equal(hva(DATA)[0], 1);
+	assert_int_equal(hva(DATA)[1] | hva(DATA)[2] << 8, 100u * 0x7fff / 1023);
+	assert_true(next_event(&ev));
+	assert_int_equal(ev.param, EP1RING + 16);
+	assert_int_equal(hva(DATA + 8)[0], 0);
+	assert_int_equal(hva(DATA + 8)[1] | hva(DATA + 8)[2] << 8, 300u * 0x7fff / 1023);
+	assert_false(next_event(&ev));
+	/* While quiesced a pointer event waits; unquiesce delivers it. */
+	assert_int_equal(p->ops->quiesce(p->arg, err, sizeof(err)), 0);
+	console_ptr_event(2, 500, 500, 1024, 768);
+	assert_false(next_event(&ev));
+	p->ops->unquiesce(p->arg);
+	assert_true(next_event(&ev));
+	assert_int_equal(ev.param, EP1RING + 32);
+	assert_int_equal(hva(DATA + 16)[0], 4);
+	ev = command(0, 0, T(23)); /* the command ring's position and cycle */
+	assert_int_equal(cc_of(&ev), 1);
+	sbuf_free(&whole);
+	sbuf_free(&good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -648,6 +831,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_link_loop, setup),
 	    cmocka_unit_test_setup(test_ring_outside_ram, setup),
 	    cmocka_unit_test_setup(test_zero_erst, setup),
+	    cmocka_unit_test_setup(test_state_round_trip, setup),
 	    cmocka_unit_test(test_options),
 	};
 
