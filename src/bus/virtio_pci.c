@@ -504,6 +504,9 @@ static void *worker_main(void *arg)
 
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
 			break;
+		/* Started by a restore, before sandbox_arm(): filtered from the
+		 * first wake after it on. */
+		sandbox_thread_enter(SANDBOX_VIRTIO_WORKER);
 		if (pfd[1].revents)
 			break;
 		if (read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)

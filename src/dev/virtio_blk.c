@@ -421,6 +421,10 @@ static void *queue_main(void *arg)
 		unsigned n = busy ? blockif_poll(bq->ctx, done, BLK_REAP_BATCH, &fired)
 		                  : blockif_wait(bq->ctx, done, BLK_REAP_BATCH, &fired);
 
+		/* Started by a restore, before sandbox_arm(): the filter goes on
+		 * at the first wake after it, before the guest's next request. */
+		sandbox_thread_enter(SANDBOX_BLK_QUEUE);
+
 		if ((fired & WATCH_STOP) || __atomic_load_n(&bq->stopping, __ATOMIC_ACQUIRE)) {
 			finish_batch(bq, done, n, false);
 			break;

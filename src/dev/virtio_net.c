@@ -316,6 +316,9 @@ static void *rx_main(void *arg)
 		pfd[0].events = starved ? 0 : POLLIN;
 		if (poll(pfd, 3, -1) < 0 && errno != EINTR)
 			break;
+		/* Started by a restore, before sandbox_arm(): filtered from the
+		 * first wake after it on. */
+		sandbox_thread_enter(SANDBOX_NET_RX);
 		if (pfd[2].revents)
 			break;
 		if (pfd[1].revents && read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
