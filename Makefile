@@ -189,6 +189,12 @@ $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.i
 	$(Q)ld -m elf_x86_64 -T tests/guests/rom.ld -o $(@:.rom=.elf) $(@:.rom=.o)
 	$(Q)objcopy -O binary $(@:.rom=.elf) $@
 
+# A boot sector SeaBIOS loads from a disk (tests/snapshot/virtio).
+$(BUILD)/guests/%.mbr: tests/snapshot/%.S
+	@mkdir -p $(@D)
+	$(call say,GUEST,$@)$(CC) -m32 -c -nostdlib -o $(@:.mbr=.o) $<
+	$(Q)ld -m elf_i386 -Ttext=0x7c00 --oformat=binary -o $@ $(@:.mbr=.o)
+
 # ---- benchmarks (not tests: they print ratios, see bench/) ----
 $(BUILD)/bin/blk-harness: bench/blk_harness.c $(CORE_OBJ)
 	@mkdir -p $(@D)
@@ -373,11 +379,13 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUI
 	@tests/api/run $(BUILD) $(BUILD)/san
 
 # Checkpoint, suspend and restore of the ticker guest on this host's KVM
-# (tests/snapshot/run; about 10 s a build).
+# (tests/snapshot/run; about 10 s a build), and of SeaBIOS driving
+# virtio-blk (tests/snapshot/virtio; about 5 s a build).
 .PHONY: snapshot-tests
 snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl \
-                $(BUILD)/guests/ticker.rom
+                $(BUILD)/guests/ticker.rom $(BUILD)/guests/diskloop.mbr
 	@tests/snapshot/run $(BUILD) $(BUILD)/san
+	@tests/snapshot/virtio $(BUILD) $(BUILD)/san
 
 # vm web end to end as root on this host's KVM (tests/web/run: curl against
 # the refusals, playwright-core driving /usr/bin/chromium through log-in,
