@@ -800,7 +800,10 @@ static int read_transport(const struct virtio_dev *vd, struct sbuf_reader *in,
 		sbuf_fail(in, "device features 0x%llx, this device offers 0x%llx",
 		          (unsigned long long)s->device_features,
 		          (unsigned long long)vd->device_features);
-	else if ((s->driver_features & ~s->device_features) != 0)
+	/* A driver may write any bits (FEATURES_OK then fails and it reads
+	 * them back), so only an accepted set must be one offered. */
+	else if ((s->status & VIRTIO_STATUS_FEATURES_OK) &&
+	         (s->driver_features & ~s->device_features) != 0)
 		sbuf_fail(in, "driver features 0x%llx not offered",
 		          (unsigned long long)s->driver_features);
 	else if (s->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET)

@@ -351,7 +351,9 @@ static void notify_if_needed(struct blk_queue *bq)
 {
 	struct virtio_queue *q = &bq->blk->vd.queue[bq->qi];
 
-	if (vq_should_notify(&q->vq))
+	/* A dead queue (a malformed chain, or restored so: enabled, its rings
+	 * not mapped) has no ring to look at. */
+	if (q->vq.ready && vq_should_notify(&q->vq))
 		virtio_queue_interrupt(&bq->blk->vd, bq->qi);
 }
 

@@ -425,6 +425,31 @@ static void test_refusals(void **state)
 	sbuf_free(&out);
 }
 
+/* A queue enabled whose rings are not live (a malformed chain killed it)
+ * restores as such: its thread then must not look at rings it does not
+ * have (found by fuzz_virtio_blk's checkpoint op: a NULL dereference). */
+static void test_restore_dead_queue(void **state)
+{
+	struct sbuf out;
+	char err[256] = "";
+
+	(void)state;
+	start_device(fa);
+	quiesce(fa);
+	save(fa, &out);
+	fa->de->unquiesce(fa);
+	wr(fa, CC_STATUS, 1, 0);
+	out.data[19 + 38 + 5] = 0; /* queue 0: enabled, not ready */
+	assert_int_equal(restore(fb, out.data, out.len, err, sizeof(err)), 0);
+	assert_int_equal(rd(fb, CC_STATUS, 1), ST_ALL);
+	assert_false(vq_of(fb)->ready);
+	post_write(0);
+	kick(fb);
+	usleep(20 * 1000);
+	assert_int_equal(used_idx(), 0);
+	sbuf_free(&out);
+}
+
 /* A device the driver never started quiesces and saves too. */
 static void test_idle_device(void **state)
 {
@@ -446,6 +471,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_quiesce_in_flight, reset),
 	    cmocka_unit_test_setup(test_restore_on_fresh_device, reset),
 	    cmocka_unit_test_setup(test_refusals, reset),
+	    cmocka_unit_test_setup(test_restore_dead_queue, reset),
 	    cmocka_unit_test_setup(test_idle_device, reset),
 	};
 

@@ -363,6 +363,27 @@ static void test_round_trip_idle(void **state)
 	sbuf_free(&out);
 }
 
+/* A driver may write features the device does not offer (FEATURES_OK
+ * then stays clear): such a state restores (found by fuzz_virtio_rnd). */
+static void test_round_trip_unoffered_features(void **state)
+{
+	struct sbuf out;
+	char err[128] = "";
+
+	(void)state;
+	wr(uf, CC_STATUS, 1, ST_ACK | ST_DRV);
+	wr(uf, CC_GFSELECT, 4, 0);
+	wr(uf, CC_GF, 4, 0xc);
+	wr(uf, CC_STATUS, 1, ST_ACK | ST_DRV | ST_FOK);
+	assert_int_equal(rd(uf, CC_STATUS, 1), ST_ACK | ST_DRV);
+	save(uvd, &out);
+	wr(uf, CC_STATUS, 1, 0);
+	assert_int_equal(restore(uvd, out.data, out.len, err, sizeof(err)), 0);
+	assert_int_equal(rd(uf, CC_STATUS, 1), ST_ACK | ST_DRV);
+	assert_int_equal(rd(uf, CC_GF, 4), 0xc);
+	sbuf_free(&out);
+}
+
 /* Refuse `out` with `n` bytes at `off` replaced; the device stays reset. */
 static void refuse(const struct sbuf *out, size_t off, const void *bytes, size_t n, const char *why)
 {
@@ -536,6 +557,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup(test_round_trip, reset),
 	    cmocka_unit_test_setup(test_round_trip_idle, reset),
+	    cmocka_unit_test_setup(test_round_trip_unoffered_features, reset),
 	    cmocka_unit_test_setup(test_refusals, reset),
 	    cmocka_unit_test_setup(test_rnd_request_after_restore, reset),
 	    cmocka_unit_test_setup(test_rnd_quiesce_save_restore, reset),
