@@ -152,8 +152,9 @@ $(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ)
 
 # virtio-net's receive test reads the guest's header at every vq_push().
 $(BUILD)/tests/test_virtio_net $(BUILD)/san/tests/test_virtio_net: LDFLAGS += -Wl,--wrap=vq_push
-# virtio-net's counters: the tap is a socket pair (tests/unit/test_net_counters.c).
-$(BUILD)/tests/test_net_counters $(BUILD)/san/tests/test_net_counters: LDFLAGS += \
+# virtio-net's counters and saved state: the tap is a socket pair (tests/unit/test_net_counters.c).
+$(BUILD)/tests/test_net_counters $(BUILD)/san/tests/test_net_counters \
+$(BUILD)/tests/test_virtio_net_state $(BUILD)/san/tests/test_virtio_net_state: LDFLAGS += \
 	$(foreach f,open close fd name set_offload set_mtu,-Wl,--wrap=tap_$(f))
 
 # ---- the VNC test client (tests/vnc/vncshot.c) and the VNC server's tests ----
@@ -187,6 +188,12 @@ $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.i
 	$(call say,GUEST,$@)$(CC) -c -nostdlib -ffreestanding -Itests/guests -o $(@:.rom=.o) $<
 	$(Q)ld -m elf_x86_64 -T tests/guests/rom.ld -o $(@:.rom=.elf) $(@:.rom=.o)
 	$(Q)objcopy -O binary $(@:.rom=.elf) $@
+
+# A boot sector SeaBIOS loads from a disk (tests/snapshot/virtio).
+$(BUILD)/guests/%.mbr: tests/snapshot/%.S
+	@mkdir -p $(@D)
+	$(call say,GUEST,$@)$(CC) -m32 -c -nostdlib -o $(@:.mbr=.o) $<
+	$(Q)ld -m elf_i386 -Ttext=0x7c00 --oformat=binary -o $@ $(@:.mbr=.o)
 
 # ---- benchmarks (not tests: they print ratios, see bench/) ----
 $(BUILD)/bin/blk-harness: bench/blk_harness.c $(CORE_OBJ)
@@ -372,11 +379,13 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUI
 	@tests/api/run $(BUILD) $(BUILD)/san
 
 # Checkpoint, suspend and restore of the ticker guest on this host's KVM
-# (tests/snapshot/run; about 10 s a build).
+# (tests/snapshot/run; about 10 s a build), and of SeaBIOS driving
+# virtio-blk (tests/snapshot/virtio; about 5 s a build).
 .PHONY: snapshot-tests
 snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/san/bin/khyvectl \
-                $(BUILD)/guests/ticker.rom $(BUILD)/guests/gfxtick.rom
+                $(BUILD)/guests/ticker.rom $(BUILD)/guests/gfxtick.rom $(BUILD)/guests/diskloop.mbr
 	@tests/snapshot/run $(BUILD) $(BUILD)/san
+	@tests/snapshot/virtio $(BUILD) $(BUILD)/san
 
 # vm web end to end as root on this host's KVM (tests/web/run: curl against
 # the refusals, playwright-core driving /usr/bin/chromium through log-in,

@@ -335,6 +335,13 @@ bool blockif_can_discard(const struct blockif *bi)
 	return bi->candelete;
 }
 
+int blockif_flush(struct blockif *bi)
+{
+	if (bi->fd < 0 || bi->ro)
+		return 0;
+	return fdatasync(bi->fd) < 0 ? -errno : 0;
+}
+
 /* ---- helpers shared by both engines ---- */
 
 static uint64_t iov_total(const struct iovec *iov, unsigned n)

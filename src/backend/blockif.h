@@ -91,6 +91,16 @@ uint32_t blockif_psectsz(const struct blockif *bi); /* physical sector, bytes */
 bool blockif_is_ro(const struct blockif *bi);
 bool blockif_can_discard(const struct blockif *bi);
 
+/*
+ * Make every write that completed on any context of `bi` stable
+ * (fdatasync(2) of the image), as a checkpoint needs before it saves a
+ * disk device whose requests have all completed
+ * (docs/design/snapshots.md section 2, "backend").  Synchronous, from the
+ * caller's thread; nothing to do for an image without a medium or a
+ * read-only one.  0, or -errno.
+ */
+int blockif_flush(struct blockif *bi);
+
 enum blockif_op {
 	BLOCKIF_READ,
 	BLOCKIF_WRITE,

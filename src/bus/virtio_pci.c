@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bus/pci.h"
@@ -503,12 +504,15 @@ static void *worker_main(void *arg)
 
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
 			break;
+		/* Started by a restore, before sandbox_arm(): filtered from the
+		 * first wake after it on. */
+		sandbox_thread_enter(SANDBOX_VIRTIO_WORKER);
 		if (pfd[1].revents)
 			break;
 		if (read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			break;
 		pthread_mutex_lock(&q->lock);
-		while (more && q->vq.ready) {
+		while (more && q->vq.ready && !__atomic_load_n(&w->paused, __ATOMIC_ACQUIRE)) {
 			vq_enable_kicks(&q->vq, false);
 			w->fn(w->vd, w->q);
 			more = vq_enable_kicks(&q->vq, true);
@@ -526,6 +530,7 @@ int virtio_worker_start(struct virtio_worker *w, struct virtio_dev *vd, unsigned
 	w->vd = vd;
 	w->q = q;
 	w->fn = fn;
+	w->paused = false;
 	w->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (w->stop_fd < 0)
 		return -1;
@@ -552,6 +557,48 @@ void virtio_worker_stop(struct virtio_worker *w)
 	pthread_join(w->thread, NULL);
 	close(w->stop_fd);
 	w->running = false;
+}
+
+int virtio_queue_lock_timed(struct virtio_queue *q, unsigned timeout_ms)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	return pthread_mutex_timedlock(&q->lock, &until) == 0 ? 0 : -1;
+}
+
+int virtio_worker_pause(struct virtio_worker *w, unsigned timeout_ms)
+{
+	struct virtio_queue *q;
+
+	if (!w->running)
+		return 0;
+	q = &w->vd->queue[w->q];
+	/* The worker tests `paused` under the queue lock before each batch:
+	 * once the flag is set under it, no batch starts again. */
+	if (virtio_queue_lock_timed(q, timeout_ms) < 0)
+		return -1;
+	__atomic_store_n(&w->paused, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&q->lock);
+	return 0;
+}
+
+void virtio_worker_resume(struct virtio_worker *w)
+{
+	uint64_t one = 1;
+
+	if (!w->running || !__atomic_load_n(&w->paused, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_store_n(&w->paused, false, __ATOMIC_RELEASE);
+	if (write(w->vd->queue[w->q].kick_fd, &one, sizeof(one)) < 0)
+		log_ratelimited(&virtio_rl, LOG_WARN, "%s: cannot resume queue %u",
+		                w->vd->ops->name, w->q);
 }
 
 /* ---- creation ---- */
@@ -753,7 +800,10 @@ static int read_transport(const struct virtio_dev *vd, struct sbuf_reader *in,
 		sbuf_fail(in, "device features 0x%llx, this device offers 0x%llx",
 		          (unsigned long long)s->device_features,
 		          (unsigned long long)vd->device_features);
-	else if ((s->driver_features & ~s->device_features) != 0)
+	/* A driver may write any bits (FEATURES_OK then fails and it reads
+	 * them back), so only an accepted set must be one offered. */
+	else if ((s->status & VIRTIO_STATUS_FEATURES_OK) &&
+	         (s->driver_features & ~s->device_features) != 0)
 		sbuf_fail(in, "driver features 0x%llx not offered",
 		          (unsigned long long)s->driver_features);
 	else if (s->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET)

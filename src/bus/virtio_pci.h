@@ -143,11 +143,35 @@ struct virtio_worker {
 	pthread_t thread;
 	int stop_fd;
 	bool running;
+	bool paused; /* virtio_worker_pause(): kicks are taken, no request */
 };
 
 int virtio_worker_start(struct virtio_worker *w, struct virtio_dev *vd, unsigned q,
                         void (*fn)(struct virtio_dev *vd, unsigned q));
 void virtio_worker_stop(struct virtio_worker *w);
+
+/*
+ * Lock queue `q` (its `lock`), waiting at most `timeout_ms` milliseconds
+ * for whoever holds it: 0 (locked), or -1 (not locked).  For a quiesce,
+ * which must not wait on a stuck device for ever.
+ */
+int virtio_queue_lock_timed(struct virtio_queue *q, unsigned timeout_ms);
+
+/*
+ * Quiesce a worker (docs/design/snapshots.md section 2, "dev"): once this
+ * returns 0, `fn` is not running and is not called again until
+ * virtio_worker_resume(); as `fn` pops and pushes under the queue lock, no
+ * request is then half-done.  Kicks arriving meanwhile are consumed and
+ * made up for by the resume.  A worker that is not running needs nothing.
+ * Waits at most `timeout_ms` for the batch in progress: -1 when it did not
+ * end in time (the worker is then not paused).  Neither starts nor stops
+ * a thread, so the API thread's sandbox allows it.
+ */
+int virtio_worker_pause(struct virtio_worker *w, unsigned timeout_ms);
+
+/* Undo virtio_worker_pause(): the worker serves its queue again, kicked
+ * once so that requests queued while it was paused are seen. */
+void virtio_worker_resume(struct virtio_worker *w);
 
 /* The pci_devemu hooks every virtio emulation uses. */
 uint64_t virtio_pci_bar_read(struct pci_func *f, int bar, uint64_t off, unsigned size);

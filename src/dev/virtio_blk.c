@@ -24,6 +24,7 @@
 #include "lib/log.h"
 #include "lib/parse.h"
 #include "lib/sandbox.h"
+#include "lib/sbuf.h"
 
 #define VIRTIO_ID_BLOCK           2
 
@@ -111,6 +112,9 @@ struct blk_queue {
 	int stop_fd;
 	bool running;
 	bool stopping;
+	/* A checkpoint's quiesce (under the queue lock): pop nothing, only
+	 * complete what is in flight. */
+	bool quiesced;
 	struct blockif_ctx *ctx;
 	struct blk_req *reqs;
 	struct blk_req *free;
@@ -122,6 +126,7 @@ struct blk_queue {
 struct virtio_blk {
 	struct virtio_dev vd;
 	struct blockif *bi;
+	char *path; /* the image, for messages */
 	unsigned nqueues;
 	char ident[VIRTIO_BLK_ID_BYTES];
 	struct virtio_blk_config cfg;
@@ -321,6 +326,8 @@ static void process_avail(struct blk_queue *bq)
 	struct virtio_queue *q = &bq->blk->vd.queue[bq->qi];
 	bool more = true;
 
+	if (bq->quiesced)
+		return;
 	while (more && bq->free != NULL) {
 		enum vq_pop_result res = VQ_EMPTY;
 
@@ -344,7 +351,9 @@ static void notify_if_needed(struct blk_queue *bq)
 {
 	struct virtio_queue *q = &bq->blk->vd.queue[bq->qi];
 
-	if (vq_should_notify(&q->vq))
+	/* A dead queue (a malformed chain, or restored so: enabled, its rings
+	 * not mapped) has no ring to look at. */
+	if (q->vq.ready && vq_should_notify(&q->vq))
 		virtio_queue_interrupt(&bq->blk->vd, bq->qi);
 }
 
@@ -414,6 +423,10 @@ static void *queue_main(void *arg)
 		unsigned n = busy ? blockif_poll(bq->ctx, done, BLK_REAP_BATCH, &fired)
 		                  : blockif_wait(bq->ctx, done, BLK_REAP_BATCH, &fired);
 
+		/* Started by a restore, before sandbox_arm(): the filter goes on
+		 * at the first wake after it, before the guest's next request. */
+		sandbox_thread_enter(SANDBOX_BLK_QUEUE);
+
 		if ((fired & WATCH_STOP) || __atomic_load_n(&bq->stopping, __ATOMIC_ACQUIRE)) {
 			finish_batch(bq, done, n, false);
 			break;
@@ -424,7 +437,7 @@ static void *queue_main(void *arg)
 			log_ratelimited(&blk_rl, LOG_WARN, "virtio-blk: kick read failed");
 		process_avail(bq);
 		notify_if_needed(bq);
-		busy = q->vq.ready && poll_for_work(bq, &q->vq);
+		busy = !bq->quiesced && q->vq.ready && poll_for_work(bq, &q->vq);
 		pthread_mutex_unlock(&q->lock);
 	}
 	drain(bq);
@@ -446,6 +459,7 @@ static int queue_start(struct blk_queue *bq)
 	}
 	bq->inflight = 0;
 	bq->stopping = false;
+	bq->quiesced = false;
 	bq->elem.iov = bq->elem_iov;
 	bq->elem.iov_cap = BLK_IOV_MAX;
 	if (pthread_create(&bq->thread, NULL, queue_main, bq) != 0)
@@ -635,6 +649,11 @@ static int blk_init(struct machine *m, struct pci_func *f, struct config_node *n
 		blk->q[i].qi = i;
 		blk->q[i].stop_fd = -1;
 	}
+	blk->path = strdup(path);
+	if (blk->path == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	make_ident(blk, path, config_node_get(node, "ser"));
 	fill_config(blk);
 	if (virtio_pci_init(&blk->vd, f, &blk_ops, blk, blk->nqueues, BLK_QUEUE_SIZE,
@@ -646,6 +665,178 @@ static int blk_init(struct machine *m, struct pci_func *f, struct config_node *n
 fail:
 	free(blk);
 	return -1;
+}
+
+/* ---- saved state (docs/design/snapshots.md section 2, "virtio-blk") ---- */
+
+#define BLK_STATE_VERSION 1
+#define BLK_QUIESCE_MS    1000
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* Requests of queue `bq` still in flight, or -1 when its lock stayed
+ * busy past `deadline` (now_ms()). */
+static int queue_inflight(struct blk_queue *bq, uint64_t deadline)
+{
+	struct virtio_queue *q = &bq->blk->vd.queue[bq->qi];
+	uint64_t now = now_ms();
+	unsigned n;
+
+	if (virtio_queue_lock_timed(q, deadline > now ? (unsigned)(deadline - now) : 0) < 0)
+		return -1;
+	n = bq->inflight;
+	pthread_mutex_unlock(&q->lock);
+	return (int)n;
+}
+
+/* Stop queue `bq` popping requests (its thread tests the flag under the
+ * queue lock before each pop).  0, or -1 when the lock stayed busy. */
+static int queue_quiesce(struct blk_queue *bq, uint64_t deadline)
+{
+	struct virtio_queue *q = &bq->blk->vd.queue[bq->qi];
+	uint64_t now = now_ms();
+
+	if (virtio_queue_lock_timed(q, deadline > now ? (unsigned)(deadline - now) : 0) < 0)
+		return -1;
+	bq->quiesced = true;
+	pthread_mutex_unlock(&q->lock);
+	return 0;
+}
+
+/* Wait until every running queue has completed, and posted (used ring,
+ * interrupt: the queue thread does both under the lock it decrements
+ * `inflight` under), each request it started. */
+static int blk_wait_idle(struct virtio_blk *blk, uint64_t deadline, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < blk->nqueues; i++) {
+		struct blk_queue *bq = &blk->q[i];
+		int n;
+
+		if (!bq->running)
+			continue;
+		while ((n = queue_inflight(bq, deadline)) != 0) {
+			if (n < 0 || now_ms() >= deadline) {
+				snprintf(err, errlen, "disk %s: queue %u still busy after %d ms",
+				         blk->path, i, BLK_QUIESCE_MS);
+				return -1;
+			}
+			usleep(1000);
+		}
+	}
+	return 0;
+}
+
+static int blk_quiesce(struct pci_func *f, char *err, size_t errlen)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_blk *blk = vd->softc;
+	uint64_t deadline = now_ms() + BLK_QUIESCE_MS;
+	int rc = 0, e;
+
+	pthread_mutex_lock(&vd->lock);
+	for (unsigned i = 0; i < blk->nqueues && rc == 0; i++)
+		if (blk->q[i].running && queue_quiesce(&blk->q[i], deadline) < 0) {
+			snprintf(err, errlen, "disk %s: queue %u busy for %d ms", blk->path, i,
+			         BLK_QUIESCE_MS);
+			rc = -1;
+		}
+	if (rc == 0)
+		rc = blk_wait_idle(blk, deadline, err, errlen);
+	pthread_mutex_unlock(&vd->lock);
+	/* Acknowledged writes go to stable storage before the state that
+	 * says they were done is saved. */
+	if (rc == 0 && (e = blockif_flush(blk->bi)) < 0) {
+		snprintf(err, errlen, "disk %s: fdatasync: %s", blk->path, strerror(-e));
+		rc = -1;
+	}
+	return rc;
+}
+
+static void blk_unquiesce(struct pci_func *f)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_blk *blk = vd->softc;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&vd->lock);
+	for (unsigned i = 0; i < blk->nqueues; i++) {
+		struct blk_queue *bq = &blk->q[i];
+		struct virtio_queue *q = &vd->queue[i];
+
+		if (!bq->running)
+			continue;
+		pthread_mutex_lock(&q->lock);
+		bq->quiesced = false;
+		pthread_mutex_unlock(&q->lock);
+		/* Kicks consumed while quiesced are made up for. */
+		if (write(q->kick_fd, &one, sizeof(one)) < 0)
+			log_warn("virtio-blk %s: cannot resume queue %u", blk->path, i);
+	}
+	pthread_mutex_unlock(&vd->lock);
+}
+
+/* u16 version, u32 queues, u64 disk bytes, u32 logical sector bytes, u8
+ * writeback; then the transport (virtio_pci_save). */
+static int blk_save(struct pci_func *f, struct sbuf *out, char *err, size_t errlen)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_blk *blk = vd->softc;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&vd->lock);
+	sbuf_put_u16(out, BLK_STATE_VERSION);
+	sbuf_put_u32(out, blk->nqueues);
+	sbuf_put_u64(out, blockif_size(blk->bi));
+	sbuf_put_u32(out, blockif_sectsz(blk->bi));
+	sbuf_put_u8(out, blk->cfg.writeback);
+	pthread_mutex_unlock(&vd->lock);
+	virtio_pci_save(vd, out);
+	return 0;
+}
+
+static int blk_restore(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_blk *blk = vd->softc;
+	uint32_t nqueues, sectsz;
+	uint64_t size;
+	uint8_t writeback;
+
+	(void)err;
+	(void)errlen;
+	if (sbuf_get_version(in, BLK_STATE_VERSION) == 0)
+		return -1;
+	nqueues = sbuf_get_u32(in);
+	size = sbuf_get_u64(in);
+	sectsz = sbuf_get_u32(in);
+	writeback = sbuf_get_u8(in);
+	if (in->failed)
+		return -1;
+	if (nqueues != blk->nqueues)
+		sbuf_fail(in, "%u queues, this disk has %u", nqueues, blk->nqueues);
+	else if (size != blockif_size(blk->bi))
+		sbuf_fail(in, "disk %s is %llu bytes, the saved machine's was %llu", blk->path,
+		          (unsigned long long)blockif_size(blk->bi), (unsigned long long)size);
+	else if (sectsz != blockif_sectsz(blk->bi))
+		sbuf_fail(in, "disk %s has %u-byte sectors, the saved machine's had %u", blk->path,
+		          blockif_sectsz(blk->bi), sectsz);
+	else if (writeback > 1)
+		sbuf_fail(in, "writeback %u is not 0 or 1", writeback);
+	if (in->failed || virtio_pci_restore(vd, in) < 0)
+		return -1;
+	/* Applied once the transport took the rest: a refusal leaves the
+	 * device as it was.  No queue thread reads it. */
+	pthread_mutex_lock(&vd->lock);
+	blk->cfg.writeback = writeback;
+	pthread_mutex_unlock(&vd->lock);
+	return 0;
 }
 
 static const char *const blk_keys[] = {BLOCKIF_KEYS, "ser", "num-queues", "poll_us", NULL};
@@ -666,4 +857,8 @@ PCI_DEVEMU(virtio_blk) = {
     .bar_write = virtio_pci_bar_write,
     .bar_moved = virtio_pci_bar_moved,
     .vector_changed = virtio_pci_vector_changed,
+    .quiesce = blk_quiesce,
+    .unquiesce = blk_unquiesce,
+    .save = blk_save,
+    .restore = blk_restore,
 };

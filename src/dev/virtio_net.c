@@ -34,6 +34,7 @@
 #include "lib/mac.h"
 #include "lib/parse.h"
 #include "lib/sandbox.h"
+#include "lib/sbuf.h"
 
 #define VIRTIO_ID_NET           1
 
@@ -79,6 +80,10 @@ struct virtio_net {
 	pthread_t rx_thread;
 	int rx_stop_fd;
 	bool rx_running;
+	/* A checkpoint's quiesce (under the receive queue's lock): the
+	 * thread leaves the tap unread; what overflows it is lost, as on a
+	 * wire. */
+	bool rx_paused;
 	struct iovec rx_iov[NET_RX_IOV];
 	struct vq_elem rx_elem[NET_RX_CHAINS];
 	uint8_t *rx_bounce; /* for frames when the posted buffers may be too small */
@@ -311,11 +316,20 @@ static void *rx_main(void *arg)
 		pfd[0].events = starved ? 0 : POLLIN;
 		if (poll(pfd, 3, -1) < 0 && errno != EINTR)
 			break;
+		/* Started by a restore, before sandbox_arm(): filtered from the
+		 * first wake after it on. */
+		sandbox_thread_enter(SANDBOX_NET_RX);
 		if (pfd[2].revents)
 			break;
 		if (pfd[1].revents && read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			break;
 		pthread_mutex_lock(&q->lock);
+		if (net->rx_paused) {
+			/* Until the unquiesce's kick, watch only kick and stop. */
+			starved = true;
+			pthread_mutex_unlock(&q->lock);
+			continue;
+		}
 		vq_enable_kicks(&q->vq, false);
 		/* A queue that is not live (never enabled, or broken by a
 		 * malformed chain) has no buffers either: waiting on the tap
@@ -344,6 +358,7 @@ static void net_start(struct virtio_dev *vd)
 {
 	struct virtio_net *net = vd->softc;
 
+	net->rx_paused = false;
 	net->rx_stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (net->rx_stop_fd < 0 || pthread_create(&net->rx_thread, NULL, rx_main, net) != 0 ||
 	    virtio_worker_start(&net->tx_worker, vd, NET_TXQ, net_tx) < 0) {
@@ -504,6 +519,137 @@ fail:
 	return -1;
 }
 
+/* ---- saved state (docs/design/snapshots.md section 2, "virtio-net") ---- */
+
+#define NET_STATE_VERSION 1
+#define NET_QUIESCE_MS    1000
+
+/* Pause the receive thread: it moves frames under the queue lock, so once
+ * the flag is set under it no frame is half-delivered. */
+static int rx_pause(struct virtio_net *net, unsigned timeout_ms)
+{
+	struct virtio_queue *q = &net->vd.queue[NET_RXQ];
+
+	if (!net->rx_running)
+		return 0;
+	if (virtio_queue_lock_timed(q, timeout_ms) < 0)
+		return -1;
+	net->rx_paused = true;
+	pthread_mutex_unlock(&q->lock);
+	return 0;
+}
+
+static void rx_resume(struct virtio_net *net)
+{
+	struct virtio_queue *q = &net->vd.queue[NET_RXQ];
+	uint64_t one = 1;
+
+	if (!net->rx_running)
+		return;
+	pthread_mutex_lock(&q->lock);
+	net->rx_paused = false;
+	pthread_mutex_unlock(&q->lock);
+	/* Wakes the thread, which watches the tap again and drains it. */
+	if (write(q->kick_fd, &one, sizeof(one)) < 0)
+		log_warn("virtio-net: %s: cannot resume receiving", tap_name(net->tap));
+}
+
+/* Receive stops (frames wait in the tap or are lost); transmit finishes
+ * the batch in progress, each frame written to the tap whole before its
+ * used entry, so nothing is sent twice after a restore. */
+static int net_quiesce(struct pci_func *f, char *err, size_t errlen)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_net *net = vd->softc;
+	int rc = 0;
+
+	pthread_mutex_lock(&vd->lock);
+	if (rx_pause(net, NET_QUIESCE_MS) < 0) {
+		snprintf(err, errlen, "receive queue busy for %d ms", NET_QUIESCE_MS);
+		rc = -1;
+	} else if (virtio_worker_pause(&net->tx_worker, NET_QUIESCE_MS) < 0) {
+		snprintf(err, errlen, "transmit queue busy for %d ms", NET_QUIESCE_MS);
+		rc = -1;
+	}
+	pthread_mutex_unlock(&vd->lock);
+	return rc;
+}
+
+static void net_unquiesce(struct pci_func *f)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_net *net = vd->softc;
+
+	pthread_mutex_lock(&vd->lock);
+	virtio_worker_resume(&net->tx_worker);
+	rx_resume(net);
+	pthread_mutex_unlock(&vd->lock);
+}
+
+/* u16 version, the MAC (6 bytes), u16 status, u16 mtu; then the
+ * transport (virtio_pci_save).  The offloads follow the driver's
+ * features, which the transport's restore hands to net_features_ok(). */
+static int net_save(struct pci_func *f, struct sbuf *out, char *err, size_t errlen)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_net *net = vd->softc;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&vd->lock);
+	sbuf_put_u16(out, NET_STATE_VERSION);
+	sbuf_put_bytes(out, net->cfg.mac, sizeof(net->cfg.mac));
+	sbuf_put_u16(out, net->cfg.status);
+	sbuf_put_u16(out, net->cfg.mtu);
+	pthread_mutex_unlock(&vd->lock);
+	virtio_pci_save(vd, out);
+	return 0;
+}
+
+static int net_restore(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_net *net = vd->softc;
+	uint8_t mac[6], old_mac[6];
+	uint16_t status, mtu, old_status;
+
+	(void)err;
+	(void)errlen;
+	if (sbuf_get_version(in, NET_STATE_VERSION) == 0)
+		return -1;
+	sbuf_get_bytes(in, mac, sizeof(mac));
+	status = sbuf_get_u16(in);
+	mtu = sbuf_get_u16(in);
+	if (in->failed)
+		return -1;
+	if (!mac_is_unicast(mac))
+		sbuf_fail(in, "MAC %02x:%02x:%02x:%02x:%02x:%02x is not unicast", mac[0], mac[1],
+		          mac[2], mac[3], mac[4], mac[5]);
+	else if (status & ~VIRTIO_NET_S_LINK_UP)
+		sbuf_fail(in, "status 0x%x has unknown bits", status);
+	else if (mtu != net->cfg.mtu)
+		sbuf_fail(in, "mtu %u, this device has %u", mtu, net->cfg.mtu);
+	if (in->failed)
+		return -1;
+	/* The guest's view first (the MAC may derive from the VM's name,
+	 * which a restore may change), then the transport, which starts the
+	 * device. */
+	pthread_mutex_lock(&vd->lock);
+	memcpy(old_mac, net->cfg.mac, sizeof(old_mac));
+	old_status = net->cfg.status;
+	memcpy(net->cfg.mac, mac, sizeof(mac));
+	net->cfg.status = status;
+	pthread_mutex_unlock(&vd->lock);
+	if (virtio_pci_restore(vd, in) == 0)
+		return 0;
+	/* Refused: the device stays as it was. */
+	pthread_mutex_lock(&vd->lock);
+	memcpy(net->cfg.mac, old_mac, sizeof(old_mac));
+	net->cfg.status = old_status;
+	pthread_mutex_unlock(&vd->lock);
+	return -1;
+}
+
 static const char *const net_keys[] = {"backend", "mac", "mtu", NULL};
 
 PCI_DEVEMU(virtio_net) = {
@@ -520,4 +666,8 @@ PCI_DEVEMU(virtio_net) = {
     .bar_write = virtio_pci_bar_write,
     .bar_moved = virtio_pci_bar_moved,
     .vector_changed = virtio_pci_vector_changed,
+    .quiesce = net_quiesce,
+    .unquiesce = net_unquiesce,
+    .save = net_save,
+    .restore = net_restore,
 };

@@ -9,6 +9,7 @@
 
 #include "bus/pci.h"
 #include "bus/virtio_pci.h"
+#include "lib/sbuf.h"
 
 #define RND_QUEUE_SIZE    64
 #define VIRTIO_ID_ENTROPY 4
@@ -91,6 +92,56 @@ static int rnd_init(struct machine *m, struct pci_func *f, struct config_node *n
 	return virtio_pci_init(&rnd->vd, f, &rnd_ops, rnd, 1, RND_QUEUE_SIZE, 0, 0, err, errlen);
 }
 
+/* ---- saved state (docs/design/snapshots.md section 2, "virtio-rnd") ---- */
+
+#define RND_STATE_VERSION 1
+#define RND_QUIESCE_MS    1000
+
+/* The worker serves a request whole under the queue lock: once paused,
+ * nothing is half-done and nothing of its own is left to save. */
+static int rnd_quiesce(struct pci_func *f, char *err, size_t errlen)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_rnd *rnd = vd->softc;
+	int rc;
+
+	pthread_mutex_lock(&vd->lock);
+	rc = virtio_worker_pause(&rnd->worker, RND_QUIESCE_MS);
+	pthread_mutex_unlock(&vd->lock);
+	if (rc < 0)
+		snprintf(err, errlen, "virtio-rnd: worker busy for %d ms", RND_QUIESCE_MS);
+	return rc;
+}
+
+static void rnd_unquiesce(struct pci_func *f)
+{
+	struct virtio_dev *vd = f->softc;
+	struct virtio_rnd *rnd = vd->softc;
+
+	pthread_mutex_lock(&vd->lock);
+	virtio_worker_resume(&rnd->worker);
+	pthread_mutex_unlock(&vd->lock);
+}
+
+/* u16 version, then the transport. */
+static int rnd_save(struct pci_func *f, struct sbuf *out, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	sbuf_put_u16(out, RND_STATE_VERSION);
+	virtio_pci_save(f->softc, out);
+	return 0;
+}
+
+static int rnd_restore(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	if (sbuf_get_version(in, RND_STATE_VERSION) == 0)
+		return -1;
+	return virtio_pci_restore(f->softc, in);
+}
+
 PCI_DEVEMU(virtio_rnd) = {
     .name = "virtio-rnd",
     .descr = "virtio entropy source fed by getrandom()",
@@ -100,4 +151,8 @@ PCI_DEVEMU(virtio_rnd) = {
     .bar_write = virtio_pci_bar_write,
     .bar_moved = virtio_pci_bar_moved,
     .vector_changed = virtio_pci_vector_changed,
+    .quiesce = rnd_quiesce,
+    .unquiesce = rnd_unquiesce,
+    .save = rnd_save,
+    .restore = rnd_restore,
 };

@@ -32,7 +32,13 @@
  *                    (virtio-net; elsewhere the bytes are skipped)
  *   7 wait           device, u8: up to n%8 * 50 us for the device's live
  *                    queues to use what was made available (net's receive
- *                    queue only while a frame waits in the tap)
+ *                    queue only while a frame waits in the tap); opcode
+ *                    bit 3 then checkpoints (docs/design/snapshots.md): the
+ *                    emulation's quiesce, save, reset, restore of the
+ *                    section (which must be accepted), unquiesce; with bit
+ *                    4 also u16 offset and u8 XOR mask: that byte of the
+ *                    section is flipped first (a hostile section: refused
+ *                    or not, nothing may break)
  * Each input starts from the device reset in zeroed RAM, and resets it
  * again at its end (which joins its threads).
  */
@@ -52,6 +58,7 @@
 #include "core/machine.h"
 #include "lib/clock.h"
 #include "lib/config.h"
+#include "lib/sbuf.h"
 
 /* The fake tap's ends (virtio-net): frames to inject and frames sent /
  * the device's. */
@@ -394,6 +401,38 @@ static void wait_used(struct dev *d, unsigned us)
 	}
 }
 
+/* Op 7 with bit 3: a checkpoint and a restore into the same device. */
+static void checkpoint(struct fz *z, struct dev *d, bool flip)
+{
+	const struct pci_devemu *de = d->pf->de;
+	uint16_t at = flip ? fz_u16(z) : 0;
+	uint8_t mask = flip ? fz_u8(z) : 0;
+	struct sbuf out = {0};
+	struct sbuf_reader in;
+	char err[256];
+	int rc;
+
+	if (de->quiesce(d->pf, err, sizeof(err)) < 0) {
+		de->unquiesce(d->pf);
+		return;
+	}
+	if (de->save(d->pf, &out, err, sizeof(err)) < 0 || out.failed)
+		abort();
+	if (flip && out.len > 0)
+		out.data[at % out.len] ^= mask;
+	reg(d, CC_STATUS, 1, true, 0); /* a new process starts from a reset device */
+	sbuf_reader_init(&in, out.data, out.len);
+	rc = de->restore(d->pf, &in, err, sizeof(err));
+	if (rc == 0)
+		rc = sbuf_reader_done(&in, "fuzz", err, sizeof(err));
+	if (rc != 0 && !(flip && mask != 0)) {
+		fprintf(stderr, "a saved section was refused: %s\n", in.failed ? in.why : err);
+		abort();
+	}
+	de->unquiesce(d->pf);
+	sbuf_free(&out);
+}
+
 FUZZ_TARGET(setup_once)
 
 static void fuzz_one(struct fz *z)
@@ -437,6 +476,8 @@ static void fuzz_one(struct fz *z)
 			break;
 		case 7:
 			wait_used(d, 50u * (fz_u8(z) % 8));
+			if (op & 8)
+				checkpoint(z, d, op & 16);
 			break;
 		}
 	}

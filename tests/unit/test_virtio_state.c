@@ -13,6 +13,7 @@
 #include "unit.h"
 
 #include "bus/pci.h"
+#include "bus/pci_slot.h"
 #include "bus/virtio_pci.h"
 #include "core/iobus.h"
 #include "core/machine.h"
@@ -362,6 +363,27 @@ static void test_round_trip_idle(void **state)
 	sbuf_free(&out);
 }
 
+/* A driver may write features the device does not offer (FEATURES_OK
+ * then stays clear): such a state restores (found by fuzz_virtio_rnd). */
+static void test_round_trip_unoffered_features(void **state)
+{
+	struct sbuf out;
+	char err[128] = "";
+
+	(void)state;
+	wr(uf, CC_STATUS, 1, ST_ACK | ST_DRV);
+	wr(uf, CC_GFSELECT, 4, 0);
+	wr(uf, CC_GF, 4, 0xc);
+	wr(uf, CC_STATUS, 1, ST_ACK | ST_DRV | ST_FOK);
+	assert_int_equal(rd(uf, CC_STATUS, 1), ST_ACK | ST_DRV);
+	save(uvd, &out);
+	wr(uf, CC_STATUS, 1, 0);
+	assert_int_equal(restore(uvd, out.data, out.len, err, sizeof(err)), 0);
+	assert_int_equal(rd(uf, CC_STATUS, 1), ST_ACK | ST_DRV);
+	assert_int_equal(rd(uf, CC_GF, 4), 0xc);
+	sbuf_free(&out);
+}
+
 /* Refuse `out` with `n` bytes at `off` replaced; the device stays reset. */
 static void refuse(const struct sbuf *out, size_t off, const void *bytes, size_t n, const char *why)
 {
@@ -474,13 +496,71 @@ static void test_rnd_request_after_restore(void **state)
 	sbuf_free(&out);
 }
 
+/*
+ * virtio-rnd's own ops (pci_devemu quiesce/unquiesce/save/restore):
+ * quiesced, a kicked request waits; unquiesced, it is served; a section
+ * saved quiesced with one waiting restores (after a reset) and serves it
+ * once.  The section is the version, then the transport.
+ */
+static void test_rnd_quiesce_save_restore(void **state)
+{
+	struct vring_desc d = {.addr = DATA_GPA, .len = 16, .flags = VRING_DESC_F_WRITE};
+	struct sbuf out = {0};
+	struct sbuf_reader in;
+	char err[128] = "";
+
+	(void)state;
+	negotiate(rf, 0);
+	setup_queue(rf, 0, 8, VIRTIO_MSI_NO_VECTOR, DESC_GPA, AVAIL_GPA, USED_GPA);
+	wr(rf, CC_STATUS, 1, ST_ACK | ST_DRV | ST_FOK | ST_DOK);
+	for (unsigned i = 0; i < 3; i++)
+		memcpy(hva(DESC_GPA + 16 * i), &d, sizeof(d));
+	assert_int_equal(rf->de->quiesce(rf, err, sizeof(err)), 0);
+	put16(AVAIL_GPA + 4, 0);
+	put16(AVAIL_GPA + 2, 1);
+	wr(rf, REGION_NOTIFY, 2, 0);
+	usleep(50 * 1000);
+	assert_int_equal(get16(USED_GPA + 2), 0);
+	rf->de->unquiesce(rf);
+	for (int i = 0; i < 5000 && get16(USED_GPA + 2) != 1; i++)
+		usleep(1000);
+	assert_int_equal(get16(USED_GPA + 2), 1);
+
+	assert_int_equal(rf->de->quiesce(rf, err, sizeof(err)), 0);
+	put16(AVAIL_GPA + 6, 1);
+	put16(AVAIL_GPA + 2, 2);
+	wr(rf, REGION_NOTIFY, 2, 0);
+	assert_int_equal(rf->de->save(rf, &out, err, sizeof(err)), 0);
+	assert_int_equal(unit_le(out.data, 2), 1);
+	assert_int_equal(unit_le(out.data + 2, 2), 1); /* the transport's version */
+	wr(rf, CC_STATUS, 1, 0);
+	rf->de->unquiesce(rf); /* a stopped worker: nothing to do */
+	assert_int_equal(get16(USED_GPA + 2), 1);
+	sbuf_reader_init(&in, out.data, out.len);
+	assert_int_equal(rf->de->restore(rf, &in, err, sizeof(err)), 0);
+	assert_int_equal(sbuf_reader_done(&in, "virtio-rnd", err, sizeof(err)), 0);
+	for (int i = 0; i < 5000 && get16(USED_GPA + 2) != 2; i++)
+		usleep(1000);
+	assert_int_equal(get16(USED_GPA + 2), 2);
+	usleep(50 * 1000);
+	assert_int_equal(get16(USED_GPA + 2), 2);
+	/* version 2 is refused */
+	out.data[0] = 2;
+	sbuf_reader_init(&in, out.data, out.len);
+	assert_int_equal(rf->de->restore(rf, &in, err, sizeof(err)), -1);
+	assert_contains(in.why, "version 2");
+	sbuf_free(&out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup(test_round_trip, reset),
 	    cmocka_unit_test_setup(test_round_trip_idle, reset),
+	    cmocka_unit_test_setup(test_round_trip_unoffered_features, reset),
 	    cmocka_unit_test_setup(test_refusals, reset),
 	    cmocka_unit_test_setup(test_rnd_request_after_restore, reset),
+	    cmocka_unit_test_setup(test_rnd_quiesce_save_restore, reset),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
