@@ -15,9 +15,26 @@
 
 enum log_level log_max_level = LOG_INFO;
 
+/*
+ * Whether stderr is a terminal, asked once: isatty() is an ioctl (TCGETS)
+ * that the sandboxed device threads may not make (lib/sandbox.c), and a
+ * guest can make any of them log.  -1: not asked yet (tools that never
+ * call log_init_from_env() ask on their first line).
+ */
+static int stderr_is_tty = -1;
+
+static bool stderr_tty(void)
+{
+	if (__atomic_load_n(&stderr_is_tty, __ATOMIC_RELAXED) < 0)
+		__atomic_store_n(&stderr_is_tty, isatty(STDERR_FILENO) ? 1 : 0, __ATOMIC_RELAXED);
+	return __atomic_load_n(&stderr_is_tty, __ATOMIC_RELAXED) == 1;
+}
+
 void log_init_from_env(void)
 {
 	const char *v = getenv("KHYVE_DEBUG");
+
+	(void)stderr_tty();
 
 	if (v != NULL && *v != '\0' && strcmp(v, "0") != 0)
 		log_max_level = LOG_DEBUG;
@@ -77,7 +94,7 @@ static void log_vprint(const char *fmt, va_list ap)
 	 * or an escape sequence in it is shown escaped, never raw. */
 	str_escape_controls(safe, sizeof(safe), line);
 	/* A raw-mode terminal does not turn \n into \r\n. */
-	write_line(safe, isatty(STDERR_FILENO) ? "\r\n" : "\n");
+	write_line(safe, stderr_tty() ? "\r\n" : "\n");
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)
