@@ -23,6 +23,7 @@
 #include "lib/counters.h"
 #include "lib/keymap.h"
 #include "lib/log.h"
+#include "run/migrate.h"
 #include "run/snapshot.h"
 
 #define API_PREFIX "/api/v1/"
@@ -589,7 +590,7 @@ static void on_state_call(struct api *a, const cJSON *body, struct api_reply *r)
 	(void)a;
 	(void)body;
 	reply_error(r, 400,
-	            "vm.checkpoint and vm.suspend pass the state file as a file descriptor "
+	            "vm.checkpoint, vm.suspend and vm.migrate pass a file or socket descriptor "
 	            "(docs/api.md)");
 }
 
@@ -652,6 +653,35 @@ void api_state_fd(struct api *a, bool suspend, int fd, struct api_reply *r)
 	reply_empty(r);
 	if (suspend)
 		r->exit_after = KHYVE_EXIT_SUSPENDED;
+}
+
+void api_migrate_fd(struct api *a, int fd, struct api_reply *r)
+{
+	char err[512] = "";
+	struct stat st;
+	enum migrate_outcome out;
+
+	memset(r, 0, sizeof(*r));
+	r->exit_after = -1;
+	if (fd < 0) {
+		reply_error(r, 400, "no file descriptor came with the byte");
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		close(fd);
+		reply_error(r, 400, "want a stream socket connected to khyve -R");
+		return;
+	}
+	out = migrate_send(a->m, fd, err, sizeof(err));
+	close(fd);
+	if (out != MIGRATE_DONE) {
+		log_warn("migration failed: %s", err);
+		reply_error(r, 409, err[0] ? err : "the migration failed");
+		return;
+	}
+	log_info("migrated out: the target runs the guest");
+	reply_empty(r);
+	r->exit_after = 0;
 }
 
 /* ---- screenshot ---- */
@@ -776,6 +806,7 @@ static const struct endpoint endpoints[] = {
     {"vm.media-insert", "PUT", on_media_insert},
     {"vm.checkpoint", "PUT", on_state_call},
     {"vm.suspend", "PUT", on_state_call},
+    {"vm.migrate", "PUT", on_state_call},
 };
 
 /* The endpoint named by `url` (query string ignored), or NULL. */

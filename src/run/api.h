@@ -117,6 +117,17 @@ int api_state_check(struct api *a, const char *body, size_t len, struct api_repl
 void api_state_fd(struct api *a, bool suspend, int fd, struct api_reply *r);
 
 /*
+ * vm.migrate with `Upgrade: khyve-fd` (docs/api.md): api_state_check()
+ * first, then after the 101 the fd of a stream socket connected to a
+ * `khyve -R` target; api_migrate_fd() runs the whole migration on the API
+ * thread (other calls wait; run/migrate.h) and fills `r`: 204 with
+ * r->exit_after 0 once the target runs the guest, else 409 and the
+ * reason (the guest runs on here, or stays paused when COMMIT went out
+ * unanswered: the reason says so).  Takes `fd`.
+ */
+void api_migrate_fd(struct api *a, int fd, struct api_reply *r);
+
+/*
  * Work out the socket path (-o api.socket=PATH|off, else the default of
  * docs/api.md), take PATH.lock, remove a stale socket, bind and listen.
  * With no socket wanted (off, or no default for this user: a warning),
