@@ -23,6 +23,7 @@
 #include "lib/counters.h"
 #include "lib/keymap.h"
 #include "lib/log.h"
+#include "core/snapshot.h"
 #include "run/migrate.h"
 #include "run/snapshot.h"
 
@@ -280,6 +281,13 @@ static void on_pause(struct api *a, const cJSON *body, struct api_reply *r)
 static void on_resume(struct api *a, const cJSON *body, struct api_reply *r)
 {
 	(void)body;
+	/* The user chose this copy over a target that never confirmed. */
+	if (a->migrate_held) {
+		machine_state_unquiesce(a->m);
+		a->migrate_held = false;
+		log_warn("resumed after an unconfirmed migration: make sure the target is not "
+		         "running the guest too");
+	}
 	if (machine_resume(a->m) == 0)
 		reply_empty(r);
 	else
@@ -617,6 +625,12 @@ int api_state_check(struct api *a, const char *body, size_t len, struct api_repl
 		reply_error(r, 400, "want no body or {}");
 		return -1;
 	}
+	if (a->migrate_held) {
+		reply_error(r, 409,
+		            "a migration's outcome is unknown (COMMIT unanswered): vm.resume or "
+		            "power off first");
+		return -1;
+	}
 	if (snapshot_check(a->m, err, sizeof(err)) < 0) {
 		reply_error(r, 409, err);
 		return -1;
@@ -674,6 +688,7 @@ void api_migrate_fd(struct api *a, int fd, struct api_reply *r)
 	}
 	out = migrate_send(a->m, fd, err, sizeof(err));
 	close(fd);
+	a->migrate_held = out == MIGRATE_UNCERTAIN;
 	if (out != MIGRATE_DONE) {
 		log_warn("migration failed: %s", err);
 		reply_error(r, 409, err[0] ? err : "the migration failed");

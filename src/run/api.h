@@ -56,6 +56,10 @@ struct api {
 	pthread_t thread;
 	bool thread_started;
 	bool bound; /* the socket at `path` is ours: removed at exit */
+	/* A migration sent COMMIT and heard nothing back: the vCPUs stay
+	 * paused and the devices quiesced until vm.resume (which unquiesces
+	 * them first) or the end; no checkpoint or migration meanwhile. */
+	bool migrate_held;
 	/* Open connections and when each began: a connection older than
 	 * API_TIMEOUT_S is shut down, however slowly it keeps sending. */
 	struct api_conn {
@@ -123,7 +127,8 @@ void api_state_fd(struct api *a, bool suspend, int fd, struct api_reply *r);
  * thread (other calls wait; run/migrate.h) and fills `r`: 204 with
  * r->exit_after 0 once the target runs the guest, else 409 and the
  * reason (the guest runs on here, or stays paused when COMMIT went out
- * unanswered: the reason says so).  Takes `fd`.
+ * unanswered: the reason says so, and a->migrate_held is set).  Takes
+ * `fd`.
  */
 void api_migrate_fd(struct api *a, int fd, struct api_reply *r);
 
