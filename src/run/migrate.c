@@ -163,6 +163,21 @@ static int parse_downtime(uint64_t *out, char *err, size_t errlen)
 	return 0;
 }
 
+int migrate_check_options(char *err, size_t errlen)
+{
+	uint64_t ms;
+	bool any;
+
+	if (parse_downtime(&ms, err, errlen) < 0)
+		return -1;
+	if (config_get_bool("migration.listen_any", false, &any) < 0) {
+		snprintf(err, errlen, "migration.listen_any: want true or false, not '%s'",
+		         config_get("migration.listen_any"));
+		return -1;
+	}
+	return 0;
+}
+
 static int alloc_bitmaps(struct source *s, char *err, size_t errlen)
 {
 	const struct guest_mem *gm = &s->m->vm.mem;

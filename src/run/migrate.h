@@ -50,6 +50,12 @@ enum migrate_outcome {
 enum migrate_outcome migrate_send(struct machine *m, int fd, char *err, size_t errlen);
 
 /*
+ * Check the migration.* options (downtime_ms, listen_any) before the
+ * guest starts: 0, or -1 with one line in `err`.
+ */
+int migrate_check_options(char *err, size_t errlen);
+
+/*
  * Target (khyve -R ADDRESS): listen on `addr` ("unix:PATH", or
  * "HOST:PORT" with a numeric loopback HOST unless migration.listen_any),
  * accept one connection, check the stream's configuration as a restore
