@@ -37,6 +37,7 @@ void cli_usage(FILE *out)
 	    "  -w  ignore unknown MSRs         -x  x2APIC mode\n"
 	    "  -e  exit on unhandled I/O\n"
 	    "  -r  resume from a state file (khyvectl --suspend, --checkpoint)\n"
+	    "  -R  receive a live migration on unix:PATH or HOST:PORT (khyvectl --migrate)\n"
 	    "  -h, --help  this help;  -s help / -l help: the devices;\n"
 	    "              -s EMULATION,help / -l DEVICE,help: the options of one\n"
 	    "Linux direct boot: -o linux.kernel=BZIMAGE [-o linux.initrd=FILE] "
@@ -153,6 +154,8 @@ static int apply_option(int ch, const char *arg, char *err, size_t errlen)
 		return config_load_file(arg, err, errlen);
 	case 'r':
 		return config_set("restore.file", arg);
+	case 'R':
+		return config_set("restore.migrate", arg);
 	default:
 		return -1;
 	}
@@ -248,7 +251,7 @@ enum cli_result cli_parse(int argc, char **argv, FILE *out, char *err, size_t er
 	err[0] = '\0';
 	optind = 0; /* reset getopt (GNU: 0 also re-reads POSIXLY_CORRECT) */
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+AHPSeuwxhc:m:s:l:o:k:U:r:", long_options, NULL)) !=
+	while ((ch = getopt_long(argc, argv, "+AHPSeuwxhc:m:s:l:o:k:U:r:R:", long_options, NULL)) !=
 	       -1) {
 		if (ch == 'h') {
 			cli_usage(out);
@@ -337,6 +340,10 @@ static int validate_boot(char *err, size_t errlen)
 	    check_readable("lpc.bootrom", err, errlen) < 0 || check_rom_size(err, errlen) < 0 ||
 	    check_readable("restore.file", err, errlen) < 0)
 		return -1;
+	if (config_get("restore.file") != NULL && config_get("restore.migrate") != NULL) {
+		snprintf(err, errlen, "choose one of -r FILE and -R ADDRESS");
+		return -1;
+	}
 	return 0;
 }
 

@@ -14,13 +14,16 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "lib/apiclient.h"
@@ -51,6 +54,7 @@ enum action {
 	ACT_EJECT,
 	ACT_CHECKPOINT,
 	ACT_SUSPEND,
+	ACT_MIGRATE,
 };
 
 /* One action: its option, whether it takes =VALUE, and its request. */
@@ -76,6 +80,7 @@ static const struct action_def actions[] = {
     {"--eject", ACT_EJECT, true, "PUT", "vm.media-eject"},
     {"--checkpoint", ACT_CHECKPOINT, true, "PUT", "vm.checkpoint"},
     {"--suspend", ACT_SUSPEND, true, "PUT", "vm.suspend"},
+    {"--migrate", ACT_MIGRATE, true, "PUT", "vm.migrate"},
 };
 
 #define NACTIONS (sizeof(actions) / sizeof(actions[0]))
@@ -90,27 +95,30 @@ struct opts {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: khyvectl --vm=NAME | --socket=PATH ACTION [--json] [--force]\n"
-	           "actions:\n"
-	           "  --get-stats            counters of vCPUs, disks, NICs and VNC\n"
-	           "  --info                 name, state, uptime and configuration\n"
-	           "  --ping                 khyve's version and pid\n"
-	           "  --pause, --resume      stop and restart the vCPUs\n"
-	           "  --power-button         press the ACPI power button\n"
-	           "  --force-reset          end khyve with status 0 (reboot)\n"
-	           "  --force-poweroff       end khyve with status 1 (powered off)\n"
-	           "  --screenshot=FILE      write the screen as PNG to a new FILE (--force "
-	           "replaces one)\n"
-	           "  --send-keys=CHORD,...  type key chords (ctrl-alt-del, shift-b, enter; "
-	           "X keysym names)\n"
-	           "  --insert=DRIVE:FILE    put the image FILE (opened here, read-only) in the "
-	           "CD drive DRIVE (cd0)\n"
-	           "  --eject=DRIVE          take the medium out of DRIVE (--force: even when "
-	           "the guest locked it)\n"
-	           "  --checkpoint=FILE      save the whole machine into a new FILE; it runs on\n"
-	           "  --suspend=FILE         save it into a new FILE, then khyve exits with 5;\n"
-	           "                         khyve -r FILE resumes it (--force replaces FILE)\n"
-	           "--json prints the VM's JSON answer as it came.  See khyvectl(8).\n");
+	fprintf(f,
+	        "usage: khyvectl --vm=NAME | --socket=PATH ACTION [--json] [--force]\n"
+	        "actions:\n"
+	        "  --get-stats            counters of vCPUs, disks, NICs and VNC\n"
+	        "  --info                 name, state, uptime and configuration\n"
+	        "  --ping                 khyve's version and pid\n"
+	        "  --pause, --resume      stop and restart the vCPUs\n"
+	        "  --power-button         press the ACPI power button\n"
+	        "  --force-reset          end khyve with status 0 (reboot)\n"
+	        "  --force-poweroff       end khyve with status 1 (powered off)\n"
+	        "  --screenshot=FILE      write the screen as PNG to a new FILE (--force "
+	        "replaces one)\n"
+	        "  --send-keys=CHORD,...  type key chords (ctrl-alt-del, shift-b, enter; "
+	        "X keysym names)\n"
+	        "  --insert=DRIVE:FILE    put the image FILE (opened here, read-only) in the "
+	        "CD drive DRIVE (cd0)\n"
+	        "  --eject=DRIVE          take the medium out of DRIVE (--force: even when "
+	        "the guest locked it)\n"
+	        "  --checkpoint=FILE      save the whole machine into a new FILE; it runs on\n"
+	        "  --suspend=FILE         save it into a new FILE, then khyve exits with 5;\n"
+	        "                         khyve -r FILE resumes it (--force replaces FILE)\n"
+	        "  --migrate=unix:PATH|HOST:PORT  live-migrate to the khyve -R listening there;\n"
+	        "                         this khyve exits 0 once the target runs the guest\n"
+	        "--json prints the VM's JSON answer as it came.  See khyvectl(8).\n");
 }
 
 static int __attribute__((format(printf, 1, 2))) bad_usage(const char *fmt, ...)
@@ -224,10 +232,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->vm && !o->socket)
 		return bad_usage("no VM: give --vm=NAME or --socket=PATH");
 	if (!o->action)
-		return bad_usage("no action: give one of --get-stats, --info, --ping, --pause, "
-		                 "--resume, --power-button, --force-reset, --force-poweroff, "
-		                 "--screenshot=FILE, --send-keys=CHORDS, --insert=DRIVE:FILE, "
-		                 "--eject=DRIVE, --checkpoint=FILE, --suspend=FILE");
+		return bad_usage(
+		    "no action: give one of --get-stats, --info, --ping, --pause, "
+		    "--resume, --power-button, --force-reset, --force-poweroff, "
+		    "--screenshot=FILE, --send-keys=CHORDS, --insert=DRIVE:FILE, "
+		    "--eject=DRIVE, --checkpoint=FILE, --suspend=FILE, --migrate=ADDRESS");
 	if (o->force && o->action->act != ACT_SCREENSHOT && o->action->act != ACT_INSERT &&
 	    o->action->act != ACT_EJECT && o->action->act != ACT_CHECKPOINT &&
 	    o->action->act != ACT_SUSPEND)
@@ -832,6 +841,100 @@ static int run_state(const struct opts *o, const char *sock, const char *target)
 	}
 }
 
+/* ---- migrate ---- */
+
+/* A stream socket connected to `addr` (unix:PATH or HOST:PORT), or -1
+ * with errno. */
+static int connect_target(const char *addr)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *ai = NULL;
+	char host[256];
+	const char *colon = strrchr(addr, ':');
+	int fd = -1;
+
+	if (strncmp(addr, "unix:", 5) == 0) {
+		struct sockaddr_un sun = {.sun_family = AF_UNIX};
+
+		if (strlen(addr + 5) >= sizeof(sun.sun_path) || addr[5] == '\0') {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		memcpy(sun.sun_path, addr + 5, strlen(addr + 5));
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+			int e = errno;
+
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		return fd;
+	}
+	if (colon == NULL || colon == addr || (size_t)(colon - addr) >= sizeof(host)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (addr[0] == '[' && colon[-1] == ']')
+		snprintf(host, sizeof(host), "%.*s", (int)(colon - addr - 2), addr + 1);
+	else
+		snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
+	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (struct addrinfo *p = ai; p != NULL && fd < 0; p = p->ai_next) {
+		fd = socket(p->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, p->ai_addr, p->ai_addrlen) < 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	freeaddrinfo(ai);
+	return fd;
+}
+
+/*
+ * --migrate=ADDRESS: connect to the target here (with the caller's
+ * rights) and hand the socket to khyve, which runs the migration over it
+ * and answers once the target runs the guest or the migration failed
+ * (the guest then runs on, or, after COMMIT without an answer, stays
+ * paused: khyve's line says which).
+ */
+static int run_migrate(const struct opts *o, const char *sock, const char *target)
+{
+	char err[4200];
+	long status = 0;
+	int fd = connect_target(o->value), rc;
+
+	if (fd < 0) {
+		fprintf(stderr, "khyvectl: --migrate=%s: %s\n", o->value, strerror(errno));
+		return EXIT_VM_ERROR;
+	}
+	rc = apic_fd_call(sock, o->action->endpoint, "", fd, STATE_TIMEOUT_MS, &status, err,
+	                  sizeof(err));
+	close(fd);
+	if (rc == API_CALL_NO_VM) {
+		fprintf(stderr, "khyvectl: no VM at %s (%s)\n", sock, err);
+		return EXIT_NO_VM;
+	}
+	if (rc != API_CALL_OK) {
+		fprintf(stderr, "khyvectl: %s\n", err);
+		return EXIT_VM_ERROR;
+	}
+	if (status >= 200 && status <= 299)
+		return EXIT_DONE;
+	if (o->json) {
+		printf("%s\n", err);
+		return EXIT_VM_ERROR;
+	}
+	{
+		struct apic_reply r = {.status = status, .body = err, .len = strlen(err)};
+
+		return vm_error(target, &r);
+	}
+}
+
 /* ---- all together ---- */
 
 static int show_reply(const struct opts *o, const char *target, const struct apic_reply *r)
@@ -878,6 +981,8 @@ static int run(const struct opts *o)
 		return run_insert(o, sock, target);
 	if (o->action->act == ACT_CHECKPOINT || o->action->act == ACT_SUSPEND)
 		return run_state(o, sock, target);
+	if (o->action->act == ACT_MIGRATE)
+		return run_migrate(o, sock, target);
 	if (o->action->act == ACT_SEND_KEYS && !(body = send_keys_body(o->value, &rc)))
 		return rc;
 	if (o->action->act == ACT_EJECT && !(body = eject_body(o)))

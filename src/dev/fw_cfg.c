@@ -288,6 +288,7 @@ static void dma_transfer(struct fw_cfg *fw, uint64_t gpa)
 			result = FW_CFG_DMA_ERROR;
 		} else if (len) {
 			read_bytes(fw, dst, len);
+			gmem_mark_dirty(fw->mem, addr, len);
 		}
 	} else if (ctl & FW_CFG_DMA_WRITE) {
 		log_ratelimited(&fw->rl, LOG_WARN, "fw_cfg: DMA write to item 0x%x refused",
@@ -299,6 +300,7 @@ static void dma_transfer(struct fw_cfg *fw, uint64_t gpa)
 done:
 	put_be32(local, result);
 	memcpy(desc, local, 4);
+	gmem_mark_dirty(fw->mem, gpa, 4);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 

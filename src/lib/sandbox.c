@@ -192,6 +192,11 @@ static const unsigned long kvm_save_ioctls[] = {
 	KVM_GET_CPUID2, KVM_GET_TSC_KHZ, KVM_GET_CLOCK, KVM_GET_IRQCHIP, KVM_GET_PIT2,
 	KVM_CHECK_EXTENSION, 0};
 
+/* A live migration from the API thread (run/migrate.c) switches KVM's
+ * dirty log on the RAM slots on and off and reads it. */
+static const unsigned long kvm_migrate_ioctls[] = {
+	KVM_SET_USER_MEMORY_REGION, KVM_GET_DIRTY_LOG, 0};
+
 // clang-format on
 
 enum role_flags {
@@ -235,7 +240,10 @@ static const struct role_desc role_table[SANDBOX_NROLES] = {
     [SANDBOX_BLK_POOL] = {"blk-pool", NULL, {disk_ioctls}, DOES_DISK},
     [SANDBOX_NET_RX] = {"net-rx", net_rx_calls, {kvm_run_ioctls}, 0},
     [SANDBOX_VNC] = {"vnc", vnc_calls, {vnc_ioctls}, 0},
-    [SANDBOX_API] = {"api", api_calls, {api_ioctls, kvm_save_ioctls}, KICKS_VCPUS | OPEN_FAILS},
+    [SANDBOX_API] = {"api",
+                     api_calls,
+                     {api_ioctls, kvm_save_ioctls, kvm_migrate_ioctls},
+                     KICKS_VCPUS | OPEN_FAILS},
 };
 
 /* ---- state ---- */

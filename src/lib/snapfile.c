@@ -87,6 +87,7 @@ struct snapfile_writer {
 	bool failed, in_section;
 	uint8_t name[SNAPFILE_NAME_LEN];
 	uint64_t sec_len, nsections;
+	uint64_t bytes; /* written to fd so far */
 	SHA2_CTX sec_hash, all;
 	size_t buf_used;
 	char err[ERR_LEN];
@@ -123,6 +124,7 @@ static int write_full(struct snapfile_writer *w, const void *buf, size_t len)
 			             n < 0 ? strerror(errno) : "wrote nothing");
 		p += n;
 		len -= (size_t)n;
+		w->bytes += (uint64_t)n;
 	}
 	return 0;
 }
@@ -332,6 +334,52 @@ int snapfile_write_ram(struct snapfile_writer *w, const char *name, const void *
 	return snapfile_section_end(w);
 }
 
+static bool ram_args_ok(const void *base, size_t len, size_t page_size)
+{
+	return page_size >= SNAPFILE_RAM_MIN_PAGE && page_size <= SNAPFILE_RAM_MAX_PAGE &&
+	       (page_size & (page_size - 1)) == 0 && len % page_size == 0 &&
+	       ((uintptr_t)base & 7) == 0;
+}
+
+static bool page_marked(const uint64_t *bitmap, size_t i)
+{
+	return (bitmap[i / 64] >> (i % 64)) & 1;
+}
+
+int snapfile_write_ram_pages(struct snapfile_writer *w, const char *name, const void *base,
+                             size_t len, size_t page_size, const uint64_t *bitmap)
+{
+	const uint8_t *ram = base;
+	size_t pages, run = 0, i;
+	uint8_t hdr[16] = {0};
+
+	if (!ram_args_ok(base, len, page_size) || bitmap == NULL)
+		return wfail(w, "state file: RAM section '%s': bad page size %zu for %zu bytes",
+		             name ? name : "", page_size, len);
+	if (snapfile_section_begin(w, name) < 0)
+		return -1;
+	put_le(hdr, len, 8);
+	put_le(hdr + 8, page_size, 4);
+	if (snapfile_write(w, hdr, sizeof(hdr)) < 0)
+		return -1;
+	pages = len / page_size;
+	for (i = 0; i < pages; i++) {
+		if (page_marked(bitmap, i)) {
+			run++;
+			continue;
+		}
+		if (run > 0 && write_extent(w, ram, i - run, run, page_size) < 0)
+			return -1;
+		run = 0;
+	}
+	if (run > 0 && write_extent(w, ram, i - run, run, page_size) < 0)
+		return -1;
+	memset(hdr, 0, sizeof(hdr));
+	if (snapfile_write(w, hdr, sizeof(hdr)) < 0)
+		return -1;
+	return snapfile_section_end(w);
+}
+
 int snapfile_finish(struct snapfile_writer *w, char *err, size_t errlen)
 {
 	uint8_t trailer[TRAILER_LEN];
@@ -366,6 +414,11 @@ int snapfile_finish(struct snapfile_writer *w, char *err, size_t errlen)
 void snapfile_abort(struct snapfile_writer *w)
 {
 	free(w);
+}
+
+uint64_t snapfile_bytes_written(const struct snapfile_writer *w)
+{
+	return w->bytes;
 }
 
 const char *snapfile_writer_error(const struct snapfile_writer *w)

@@ -38,7 +38,9 @@
  *   size, u32 reserved 0; then extents in increasing offset order, each a
  *   u64 byte offset (page aligned), a u64 page count and count pages of
  *   data; an extent with page count 0 ends the list.  All-zero pages are
- *   in no extent.
+ *   in no extent.  A section from snapfile_write_ram_pages() has the same
+ *   layout but holds the pages a bitmap names, zero ones too (a reader
+ *   leaves the pages outside its extents as they were).
  *
  * Every length read from a file is hostile: each is bounded before use and
  * a bad one is an error, never an abort().  Errors are one line (no
@@ -108,6 +110,17 @@ int snapfile_write_ram(struct snapfile_writer *w, const char *name, const void *
                        size_t page_size);
 
 /*
+ * A whole RAM section `name` (same layout as snapfile_write_ram(), read
+ * by snapfile_read_ram(..., zero_skipped = false)) holding only the pages
+ * whose bit is set in `bitmap` (bit i of word i / 64 = page i; at least
+ * (len / page_size + 63) / 64 words), zero pages included: a live
+ * migration's round of dirty pages.  Same rules as snapfile_write_ram().
+ * 0 or -1.
+ */
+int snapfile_write_ram_pages(struct snapfile_writer *w, const char *name, const void *base,
+                             size_t len, size_t page_size, const uint64_t *bitmap);
+
+/*
  * Write the trailer, fsync `fd` when it is a regular file, and free `w`.
  * 0, or -1 with one line in `err` (also for an earlier failed call).
  */
@@ -116,6 +129,9 @@ int snapfile_finish(struct snapfile_writer *w, char *err, size_t errlen);
 /* Free `w` without a trailer: what was written is refused by any reader.
  * NULL is ignored. */
 void snapfile_abort(struct snapfile_writer *w);
+
+/* Bytes the writer has handed to its fd so far (header included). */
+uint64_t snapfile_bytes_written(const struct snapfile_writer *w);
 
 /* The writer's last error (a line; "" when none).  Owned by `w`. */
 const char *snapfile_writer_error(const struct snapfile_writer *w);

@@ -23,6 +23,8 @@
 #include "lib/counters.h"
 #include "lib/keymap.h"
 #include "lib/log.h"
+#include "core/snapshot.h"
+#include "run/migrate.h"
 #include "run/snapshot.h"
 
 #define API_PREFIX "/api/v1/"
@@ -279,6 +281,13 @@ static void on_pause(struct api *a, const cJSON *body, struct api_reply *r)
 static void on_resume(struct api *a, const cJSON *body, struct api_reply *r)
 {
 	(void)body;
+	/* The user chose this copy over a target that never confirmed. */
+	if (a->migrate_held) {
+		machine_state_unquiesce(a->m);
+		a->migrate_held = false;
+		log_warn("resumed after an unconfirmed migration: make sure the target is not "
+		         "running the guest too");
+	}
 	if (machine_resume(a->m) == 0)
 		reply_empty(r);
 	else
@@ -589,7 +598,7 @@ static void on_state_call(struct api *a, const cJSON *body, struct api_reply *r)
 	(void)a;
 	(void)body;
 	reply_error(r, 400,
-	            "vm.checkpoint and vm.suspend pass the state file as a file descriptor "
+	            "vm.checkpoint, vm.suspend and vm.migrate pass a file or socket descriptor "
 	            "(docs/api.md)");
 }
 
@@ -614,6 +623,12 @@ int api_state_check(struct api *a, const char *body, size_t len, struct api_repl
 	cJSON_Delete(json);
 	if (!empty) {
 		reply_error(r, 400, "want no body or {}");
+		return -1;
+	}
+	if (a->migrate_held) {
+		reply_error(r, 409,
+		            "a migration's outcome is unknown (COMMIT unanswered): vm.resume or "
+		            "power off first");
 		return -1;
 	}
 	if (snapshot_check(a->m, err, sizeof(err)) < 0) {
@@ -652,6 +667,36 @@ void api_state_fd(struct api *a, bool suspend, int fd, struct api_reply *r)
 	reply_empty(r);
 	if (suspend)
 		r->exit_after = KHYVE_EXIT_SUSPENDED;
+}
+
+void api_migrate_fd(struct api *a, int fd, struct api_reply *r)
+{
+	char err[512] = "";
+	struct stat st;
+	enum migrate_outcome out;
+
+	memset(r, 0, sizeof(*r));
+	r->exit_after = -1;
+	if (fd < 0) {
+		reply_error(r, 400, "no file descriptor came with the byte");
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		close(fd);
+		reply_error(r, 400, "want a stream socket connected to khyve -R");
+		return;
+	}
+	out = migrate_send(a->m, fd, err, sizeof(err));
+	close(fd);
+	a->migrate_held = out == MIGRATE_UNCERTAIN;
+	if (out != MIGRATE_DONE) {
+		log_warn("migration failed: %s", err);
+		reply_error(r, 409, err[0] ? err : "the migration failed");
+		return;
+	}
+	log_info("migrated out: the target runs the guest");
+	reply_empty(r);
+	r->exit_after = 0;
 }
 
 /* ---- screenshot ---- */
@@ -776,6 +821,7 @@ static const struct endpoint endpoints[] = {
     {"vm.media-insert", "PUT", on_media_insert},
     {"vm.checkpoint", "PUT", on_state_call},
     {"vm.suspend", "PUT", on_state_call},
+    {"vm.migrate", "PUT", on_state_call},
 };
 
 /* The endpoint named by `url` (query string ignored), or NULL. */

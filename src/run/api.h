@@ -56,6 +56,10 @@ struct api {
 	pthread_t thread;
 	bool thread_started;
 	bool bound; /* the socket at `path` is ours: removed at exit */
+	/* A migration sent COMMIT and heard nothing back: the vCPUs stay
+	 * paused and the devices quiesced until vm.resume (which unquiesces
+	 * them first) or the end; no checkpoint or migration meanwhile. */
+	bool migrate_held;
 	/* Open connections and when each began: a connection older than
 	 * API_TIMEOUT_S is shut down, however slowly it keeps sending. */
 	struct api_conn {
@@ -115,6 +119,18 @@ void api_media_insert_fd(struct api *a, int idx, bool force, int fd, struct api_
  */
 int api_state_check(struct api *a, const char *body, size_t len, struct api_reply *r);
 void api_state_fd(struct api *a, bool suspend, int fd, struct api_reply *r);
+
+/*
+ * vm.migrate with `Upgrade: khyve-fd` (docs/api.md): api_state_check()
+ * first, then after the 101 the fd of a stream socket connected to a
+ * `khyve -R` target; api_migrate_fd() runs the whole migration on the API
+ * thread (other calls wait; run/migrate.h) and fills `r`: 204 with
+ * r->exit_after 0 once the target runs the guest, else 409 and the
+ * reason (the guest runs on here, or stays paused when COMMIT went out
+ * unanswered: the reason says so, and a->migrate_held is set).  Takes
+ * `fd`.
+ */
+void api_migrate_fd(struct api *a, int fd, struct api_reply *r);
 
 /*
  * Work out the socket path (-o api.socket=PATH|off, else the default of

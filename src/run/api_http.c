@@ -218,7 +218,7 @@ int api_open(struct api *a, char *err, size_t errlen)
 
 /* What one request has gathered so far. */
 /* The calls whose file descriptor comes after a 101 (docs/api.md). */
-enum fd_call { FD_CALL_NONE, FD_CALL_MEDIA, FD_CALL_CHECKPOINT, FD_CALL_SUSPEND };
+enum fd_call { FD_CALL_NONE, FD_CALL_MEDIA, FD_CALL_CHECKPOINT, FD_CALL_SUSPEND, FD_CALL_MIGRATE };
 
 struct request {
 	char *body;
@@ -408,6 +408,8 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
 		api_reply_error(&r, 400, why);
 	else if (rq != NULL && rq->fd_call == FD_CALL_MEDIA)
 		api_media_insert_fd(a, rq->media_idx, rq->media_force, fd, &r);
+	else if (rq != NULL && rq->fd_call == FD_CALL_MIGRATE)
+		api_migrate_fd(a, fd, &r);
 	else if (rq != NULL)
 		api_state_fd(a, rq->fd_call == FD_CALL_SUSPEND, fd, &r);
 	else
@@ -431,7 +433,7 @@ static bool url_names(const char *url, const char *name)
 	       strchr("?#", url[sizeof(prefix) - 1 + n]) != NULL;
 }
 
-/* PUT vm.media-insert, vm.checkpoint or vm.suspend with Upgrade: khyve-fd. */
+/* PUT vm.media-insert, vm.checkpoint, vm.suspend or vm.migrate with Upgrade: khyve-fd. */
 static enum fd_call wants_fd_upgrade(struct MHD_Connection *c, const char *url, const char *method)
 {
 	const char *up = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_UPGRADE);
@@ -445,6 +447,8 @@ static enum fd_call wants_fd_upgrade(struct MHD_Connection *c, const char *url, 
 		return FD_CALL_CHECKPOINT;
 	if (url_names(url, "vm.suspend"))
 		return FD_CALL_SUSPEND;
+	if (url_names(url, "vm.migrate"))
+		return FD_CALL_MIGRATE;
 	return FD_CALL_NONE;
 }
 

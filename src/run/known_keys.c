@@ -50,6 +50,9 @@ static const struct known_key known_keys[] = {
     {"sandbox.log",          KEY_BOOL}, /* log a forbidden syscall instead of dying */
     {"api.socket",           KEY_ANY},  /* the API's unix socket: PATH, or off/none */
     {"restore.file",         KEY_ANY},  /* -r: the state file to resume from */
+    {"restore.migrate",      KEY_ANY},  /* -R: receive a live migration there */
+    {"migration.listen_any", KEY_BOOL}, /* -R HOST:PORT may be non-loopback */
+    {"migration.downtime_ms", KEY_ANY}, /* pre-copy stops when this fits */
     {"sandbox.user",         KEY_ANY},  /* the user to drop to when started as root */
     {"user.*",               KEY_ANY},  /* yours: values for %(user.NAME) */
     {"user.*.*",             KEY_ANY},

@@ -23,8 +23,6 @@
 #include "vmm/vcpu.h"
 #include "vmm/vmstate.h"
 
-#define SNAPSHOT_CREATOR  "khyve 0.1"
-#define SNAPSHOT_PAGE     4096u
 #define SNAPSHOT_PAUSE_MS 1000u
 #define SNAPSHOT_ERRLEN   384
 
@@ -36,22 +34,10 @@
  * socket, a VNC server on another port).  fnmatch(3) patterns.
  */
 static const char *const host_local_keys[] = {
-    "name",
-    "restore.*",
-    "config.*",
-    "sandbox.*",
-    "api.*",
-    "user.*",
-    "lpc.com[1-4].path",
-    "lpc.debugcon.path",
-    "lpc.pc-testdev-debugcon",
-    "boot_probe",
-    "pci.*.tcp",
-    "pci.*.rfb",
-    "pci.*.unix",
-    "pci.*.password",
-    "pci.*.wait",
-    "pci.*.vnc",
+    "name",       "restore.*", "migration.*",       "config.*",          "sandbox.*",
+    "api.*",      "user.*",    "lpc.com[1-4].path", "lpc.debugcon.path", "lpc.pc-testdev-debugcon",
+    "boot_probe", "pci.*.tcp", "pci.*.rfb",         "pci.*.unix",        "pci.*.password",
+    "pci.*.wait", "pci.*.vnc",
 };
 
 static bool host_local(const char *key)
@@ -232,18 +218,24 @@ static int save_kvm_sections(struct machine *m, struct snapfile_writer *w, struc
 	return 0;
 }
 
-static int save_ram(struct machine *m, struct snapfile_writer *w)
+static int save_ram(struct machine *m, struct snapfile_writer *w, uint64_t *const *dirty)
 {
 	char name[SNAPFILE_NAME_LEN];
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < m->vm.mem.nregions; i++) {
 		const struct gmem_region *r = &m->vm.mem.region[i];
+		int rc;
 
 		if (r->readonly)
 			continue;
 		snprintf(name, sizeof(name), "ram.%u", n++);
-		if (snapfile_write_ram(w, name, r->hva, r->size, SNAPSHOT_PAGE) < 0)
+		if (dirty != NULL)
+			rc = snapfile_write_ram_pages(w, name, r->hva, r->size, SNAPSHOT_PAGE,
+			                              dirty[i]);
+		else
+			rc = snapfile_write_ram(w, name, r->hva, r->size, SNAPSHOT_PAGE);
+		if (rc < 0)
 			return -1;
 	}
 	return 0;
@@ -259,13 +251,27 @@ static int save_participants(struct machine *m, struct snapfile_writer *w, struc
 	return 0;
 }
 
+int snapshot_write_sections(struct machine *m, struct snapfile_writer *w, uint64_t *const *dirty,
+                            char *err, size_t errlen)
+{
+	struct sbuf b = {0};
+	int rc = -1;
+
+	err[0] = '\0';
+	if (save_kvm_sections(m, w, &b, err, errlen) == 0 && save_ram(m, w, dirty) == 0 &&
+	    save_participants(m, w, &b, err, errlen) == 0)
+		rc = 0;
+	if (rc < 0 && err[0] == '\0')
+		snprintf(err, errlen, "%s", snapfile_writer_error(w));
+	sbuf_free(&b);
+	return rc;
+}
+
 /* Every section into `fd`; the machine is paused and quiesced. */
 static int write_state(struct machine *m, int fd, char *err, size_t errlen)
 {
 	char *config = snapshot_config_text();
 	struct snapfile_writer *w;
-	struct sbuf b = {0};
-	int rc = -1;
 
 	if (config == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -275,19 +281,11 @@ static int write_state(struct machine *m, int fd, char *err, size_t errlen)
 	free(config);
 	if (w == NULL)
 		return -1;
-	err[0] = '\0';
-	if (save_kvm_sections(m, w, &b, err, errlen) == 0 && save_ram(m, w) == 0 &&
-	    save_participants(m, w, &b, err, errlen) == 0) {
-		rc = snapfile_finish(w, err, errlen);
-		w = NULL;
-	}
-	if (w != NULL) {
-		if (err[0] == '\0')
-			snprintf(err, errlen, "%s", snapfile_writer_error(w));
+	if (snapshot_write_sections(m, w, NULL, err, errlen) < 0) {
 		snapfile_abort(w);
+		return -1;
 	}
-	sbuf_free(&b);
-	return rc;
+	return snapfile_finish(w, err, errlen);
 }
 
 static int pause_for_save(struct machine *m, bool *we_paused, char *err, size_t errlen)
@@ -354,6 +352,7 @@ struct restore_walk {
 	unsigned vcpus, rams, states; /* sections seen of each kind */
 	unsigned region;              /* next gmem region to look at */
 	bool vm_seen;
+	bool live; /* a migration stream: RAM rounds first, RAM already there */
 };
 
 static int restore_vm(struct restore_walk *rw, char *err, size_t errlen)
@@ -418,8 +417,9 @@ static int restore_ram(struct restore_walk *rw, const char *name, char *err, siz
 	}
 	/* What the loaders wrote goes: the pages the file leaves out are zero
 	 * pages of the saved guest, and fresh anonymous memory reads as zero
-	 * without being touched. */
-	if (madvise(reg->hva, reg->size, MADV_DONTNEED) < 0) {
+	 * without being touched.  A stream's ram.N holds the last dirty pages
+	 * over what its rounds brought (snapshot_clear_ram() came first). */
+	if (!rw->live && madvise(reg->hva, reg->size, MADV_DONTNEED) < 0) {
 		snprintf(err, errlen, "cannot clear guest RAM: %s", strerror(errno));
 		return -1;
 	}
@@ -428,6 +428,39 @@ static int restore_ram(struct restore_walk *rw, const char *name, char *err, siz
 		return -1;
 	}
 	rw->rams++;
+	return 0;
+}
+
+/* The `n`th writable region (ram.N's), or NULL. */
+static struct gmem_region *writable_region(struct machine *m, unsigned long n)
+{
+	for (unsigned i = 0; i < m->vm.mem.nregions; i++)
+		if (!m->vm.mem.region[i].readonly && n-- == 0)
+			return &m->vm.mem.region[i];
+	return NULL;
+}
+
+/* A migration's round of RAM ("ram.pre.N"): before any other section. */
+static int restore_ram_round(struct restore_walk *rw, const char *name, char *err, size_t errlen)
+{
+	const char *digits = name + strlen(SNAPSHOT_RAM_ROUND);
+	struct gmem_region *reg = NULL;
+	char *end;
+	unsigned long n;
+
+	errno = 0;
+	n = strtoul(digits, &end, 10);
+	if (rw->live && !rw->vm_seen && *digits >= '0' && *digits <= '9' && *end == '\0' &&
+	    errno == 0)
+		reg = writable_region(rw->m, n);
+	if (reg == NULL) {
+		snprintf(err, errlen, "section %s out of order or for no RAM region", name);
+		return -1;
+	}
+	if (snapfile_read_ram(rw->r, reg->hva, reg->size, false) < 0) {
+		snprintf(err, errlen, "%s: %s", name, snapfile_reader_error(rw->r));
+		return -1;
+	}
 	return 0;
 }
 
@@ -453,6 +486,8 @@ static int restore_participant(struct restore_walk *rw, const char *name, char *
 
 static int restore_section(struct restore_walk *rw, const char *name, char *err, size_t errlen)
 {
+	if (strncmp(name, SNAPSHOT_RAM_ROUND, strlen(SNAPSHOT_RAM_ROUND)) == 0)
+		return restore_ram_round(rw, name, err, errlen);
 	if (strcmp(name, "vm") == 0)
 		return restore_vm(rw, err, errlen);
 	if (strncmp(name, "vcpu.", 5) == 0)
@@ -501,7 +536,7 @@ static int restore_sections(struct restore_walk *rw, char *err, size_t errlen)
 	return restore_complete(rw, err, errlen);
 }
 
-static int check_config(struct snapfile_reader *r, char *err, size_t errlen)
+int snapshot_check_config(struct snapfile_reader *r, char *err, size_t errlen)
 {
 	char *now = snapshot_config_text();
 	int rc;
@@ -525,9 +560,32 @@ int snapshot_restore(struct machine *m, int fd, char *err, size_t errlen)
 	rw.r = snapfile_open(fd, err, errlen);
 	if (rw.r == NULL)
 		return -1;
-	if (check_config(rw.r, err, errlen) == 0)
+	if (snapshot_check_config(rw.r, err, errlen) == 0)
 		rc = restore_sections(&rw, err, errlen);
 	snapfile_close(rw.r);
 	sbuf_free(&rw.buf);
 	return rc;
+}
+
+int snapshot_load_stream(struct machine *m, struct snapfile_reader *r, char *err, size_t errlen)
+{
+	struct restore_walk rw = {.m = m, .r = r, .live = true};
+	int rc = restore_sections(&rw, err, errlen);
+
+	sbuf_free(&rw.buf);
+	return rc;
+}
+
+int snapshot_clear_ram(struct machine *m, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < m->vm.mem.nregions; i++) {
+		const struct gmem_region *reg = &m->vm.mem.region[i];
+
+		if (!reg->readonly && reg->size > 0 &&
+		    madvise(reg->hva, reg->size, MADV_DONTNEED) < 0) {
+			snprintf(err, errlen, "cannot clear guest RAM: %s", strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
 }

@@ -12,8 +12,18 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct machine;
+struct snapfile_reader;
+struct snapfile_writer;
+
+/* A live migration's RAM rounds: "ram.pre.N" for ram.N's region, written
+ * by run/migrate.c before section "vm" (snapfile_write_ram() for the
+ * first round, snapfile_write_ram_pages() for the dirty ones). */
+#define SNAPSHOT_RAM_ROUND "ram.pre."
+#define SNAPSHOT_CREATOR   "khyve 0.1"
+#define SNAPSHOT_PAGE      4096u
 
 /*
  * Save the machine into `fd` (a regular file opened for writing, at its
@@ -58,5 +68,32 @@ char *snapshot_config_text(void);
  * was made with memory.size=512M, this khyve has memory.size=256M").
  */
 int snapshot_config_compare(const char *saved, const char *now, char *err, size_t errlen);
+
+/*
+ * Write "vm", the "vcpu.N", the "ram.N" and every participant's section
+ * into `w` (no trailer); the machine is paused and quiesced.  With
+ * `dirty` NULL every non-zero page goes into ram.N; else dirty[i] (for
+ * gmem region i, gmem_dirty_words() words) names the pages ram.N holds
+ * (a migration's last round).  0, or -1 with one line in `err`.
+ */
+int snapshot_write_sections(struct machine *m, struct snapfile_writer *w, uint64_t *const *dirty,
+                            char *err, size_t errlen);
+
+/* Compare the configuration in `r`'s header with this khyve's (as
+ * snapshot_config_compare()).  0, or -1 with one line in `err`. */
+int snapshot_check_config(struct snapfile_reader *r, char *err, size_t errlen);
+
+/*
+ * The rest of a migration stream whose header `r` has read and checked:
+ * RAM rounds (SNAPSHOT_RAM_ROUND), then the sections of a state file,
+ * each checked as snapshot_restore() checks them, up to the trailer.
+ * Guest RAM must hold zeros first (snapshot_clear_ram()).  0, or -1 with
+ * one line in `err`.
+ */
+int snapshot_load_stream(struct machine *m, struct snapfile_reader *r, char *err, size_t errlen);
+
+/* Drop the contents of every writable RAM region (reads as zero).  0 or
+ * -1 with one line in `err`. */
+int snapshot_clear_ram(struct machine *m, char *err, size_t errlen);
 
 #endif

@@ -30,6 +30,7 @@
 #include "lib/sandbox.h"
 #include "run/api.h"
 #include "run/jail.h"
+#include "run/migrate.h"
 #include "run/snapshot.h"
 #include "vmm/topology.h"
 #include "vmm/vcpu.h"
@@ -218,10 +219,16 @@ static int setup_boot(struct machine *m, struct boot_cpu_state *cpu, char *err, 
  */
 static int restore_state(struct machine *m, char *err, size_t errlen)
 {
-	const char *file = config_get("restore.file");
+	const char *file = config_get("restore.file"), *from = config_get("restore.migrate");
 	char why[ERRLEN - 64] = "";
 	int fd, rc;
 
+	if (from != NULL) {
+		rc = migrate_receive(m, from, why, sizeof(why));
+		if (rc < 0)
+			snprintf(err, errlen, "migration on %s: %s", from, why);
+		return rc;
+	}
 	if (file == NULL)
 		return 0;
 	fd = open(file, O_RDONLY | O_CLOEXEC);
@@ -276,7 +283,8 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 		return -1;
 	}
 	/* A checkpoint comes from the sandboxed API thread: probe now. */
-	if (vm_state_probe(&m->vm, err, errlen) < 0 || restore_state(m, err, errlen) < 0)
+	if (vm_state_probe(&m->vm, err, errlen) < 0 || migrate_check_options(err, errlen) < 0 ||
+	    restore_state(m, err, errlen) < 0)
 		return -1;
 	/* Their stats fds open now, before the jail and the sandbox. */
 	stats = vcpu_stats_register(&m->vm, true);

@@ -115,6 +115,53 @@ int vm_ram_window_dirty(struct vm *vm, int slot, uint64_t *bitmap)
 	return ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -1 : 0;
 }
 
+static int set_ram_logging(struct vm *vm, bool on)
+{
+	for (unsigned i = 0; i < vm->mem.nregions; i++) {
+		const struct gmem_region *r = &vm->mem.region[i];
+
+		if (r->readonly || r->size == 0)
+			continue;
+		if (set_slot(vm, r->slot, on ? KVM_MEM_LOG_DIRTY_PAGES : 0, r->gpa, r->size,
+		             r->hva) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int vm_dirty_log_start(struct vm *vm)
+{
+	if (set_ram_logging(vm, true) == 0)
+		return 0;
+	set_ram_logging(vm, false);
+	return -1;
+}
+
+void vm_dirty_log_stop(struct vm *vm)
+{
+	(void)set_ram_logging(vm, false);
+}
+
+int vm_dirty_log_take(struct vm *vm, unsigned idx, uint64_t *bitmap, uint64_t *scratch)
+{
+	const struct gmem_region *r;
+	struct kvm_dirty_log log = {0};
+	size_t words;
+
+	if (idx >= vm->mem.nregions || vm->mem.region[idx].readonly)
+		return -1;
+	r = &vm->mem.region[idx];
+	words = gmem_dirty_words(r->size);
+	memset(scratch, 0, words * sizeof(*scratch));
+	log.slot = (uint32_t)r->slot;
+	log.dirty_bitmap = scratch;
+	if (ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0)
+		return -1;
+	for (size_t w = 0; w < words; w++)
+		bitmap[w] |= scratch[w];
+	return 0;
+}
+
 /* The writable region holding all of [gpa, gpa+size), or NULL. */
 static struct gmem_region *ram_region_of(struct vm *vm, uint64_t gpa, uint64_t size)
 {
@@ -347,6 +394,7 @@ void vm_destroy(struct vm *vm)
 		free(vm->vcpus[i]);
 	}
 	free(vm->vcpus);
+	gmem_dirty_free(&vm->mem);
 	for (unsigned i = 0; i < vm->mem.nregions; i++)
 		munmap(vm->mem.region[i].hva, vm->mem.region[i].size);
 	free(vm->supported_cpuid);

@@ -106,6 +106,22 @@ int vm_ram_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void
 int vm_ram_window_dirty(struct vm *vm, int slot, uint64_t *bitmap);
 
 /*
+ * KVM dirty-page logging on every writable RAM region (live migration;
+ * api.rst 4.35 KVM_MEM_LOG_DIRTY_PAGES, 4.8 KVM_GET_DIRTY_LOG): each
+ * region's slot is re-set with the flag on (or off), in place, while the
+ * vCPUs may run.  vm_dirty_log_start() returns 0, or -1 with every slot
+ * back as it was; vm_dirty_log_stop() switches the flag off everywhere
+ * (errors ignored: the slots still work, only slower).
+ * vm_dirty_log_take() ORs into `bitmap` (gmem_dirty_words(size) words)
+ * the pages of gmem region `idx` the guest wrote since the previous call
+ * or since logging started, and clears KVM's log; 0 or -1.  `scratch` is
+ * a caller's buffer of the same size (contents lost).
+ */
+int vm_dirty_log_start(struct vm *vm);
+void vm_dirty_log_stop(struct vm *vm);
+int vm_dirty_log_take(struct vm *vm, unsigned idx, uint64_t *bitmap, uint64_t *scratch);
+
+/*
  * Take [gpa, gpa+size) (page-aligned, inside one RAM region) out of guest
  * RAM so that accesses there exit as MMIO: the legacy VGA window
  * 0xA0000-0xBFFFF.  The region's KVM slot is split in two around it.

@@ -1,6 +1,7 @@
 #include "vmm/mem.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 void gmem_layout(uint64_t memsize, uint64_t *lowmem, uint64_t *highmem)
 {
@@ -68,6 +69,7 @@ int gmem_write(const struct guest_mem *gm, uint64_t gpa, const void *src, uint64
 	if (p == NULL)
 		return -1;
 	memcpy(p, src, len);
+	gmem_mark_dirty(gm, gpa, len);
 	return 0;
 }
 
@@ -76,4 +78,69 @@ bool gmem_is_ram(const struct guest_mem *gm, uint64_t gpa, uint64_t len)
 	const struct gmem_region *r = region_of(gm, gpa, len);
 
 	return r != NULL && !r->readonly;
+}
+
+int gmem_dirty_start(struct guest_mem *gm)
+{
+	for (unsigned i = 0; i < gm->nregions; i++) {
+		struct gmem_region *r = &gm->region[i];
+
+		if (r->readonly || r->size == 0 || r->dirty != NULL)
+			continue;
+		/* mmap, not malloc: vm_destroy() frees it on the main thread,
+		 * and free() of another thread's arena may open /proc files
+		 * the sandbox forbids. */
+		void *p = mmap(NULL, gmem_dirty_words(r->size) * sizeof(uint64_t),
+		               PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			return -1;
+		r->dirty = p;
+	}
+	__atomic_store_n(&gm->dirty_on, true, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+void gmem_dirty_stop(struct guest_mem *gm)
+{
+	__atomic_store_n(&gm->dirty_on, false, __ATOMIC_SEQ_CST);
+}
+
+void gmem_dirty_free(struct guest_mem *gm)
+{
+	gmem_dirty_stop(gm);
+	for (unsigned i = 0; i < gm->nregions; i++) {
+		if (gm->region[i].dirty != NULL)
+			munmap(gm->region[i].dirty,
+			       gmem_dirty_words(gm->region[i].size) * sizeof(uint64_t));
+		gm->region[i].dirty = NULL;
+	}
+}
+
+void gmem_mark_dirty(const struct guest_mem *gm, uint64_t gpa, uint64_t len)
+{
+	const struct gmem_region *r;
+	uint64_t first, last;
+
+	if (!__atomic_load_n(&gm->dirty_on, __ATOMIC_ACQUIRE) || len == 0)
+		return;
+	r = region_of(gm, gpa, len);
+	if (r == NULL || r->readonly || r->dirty == NULL)
+		return;
+	first = (gpa - r->gpa) / GMEM_DIRTY_PAGE;
+	last = (gpa - r->gpa + len - 1) / GMEM_DIRTY_PAGE;
+	/* Bounded by the region's size: the range was checked above. */
+	for (uint64_t p = first; p <= last; p++)
+		__atomic_fetch_or(&r->dirty[p / 64], 1ull << (p % 64), __ATOMIC_RELEASE);
+}
+
+void gmem_dirty_take(struct guest_mem *gm, unsigned idx, uint64_t *out)
+{
+	struct gmem_region *r;
+
+	if (idx >= gm->nregions || gm->region[idx].dirty == NULL)
+		return;
+	r = &gm->region[idx];
+	for (size_t w = 0; w < gmem_dirty_words(r->size); w++)
+		out[w] |= __atomic_exchange_n(&r->dirty[w], 0, __ATOMIC_ACQ_REL);
 }

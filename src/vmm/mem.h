@@ -25,6 +25,9 @@ struct gmem_region {
 	uint8_t *hva;  /* host-virtual start; owned by whoever added the region */
 	bool readonly; /* ROM: the guest cannot write it */
 	int slot;      /* the KVM memory slot backing it (vm_create's) */
+	/* Pages khyve's own threads wrote while dirty tracking is on (bit i =
+	 * page i of 4 KiB; atomic words); NULL until gmem_dirty_start(). */
+	uint64_t *dirty;
 };
 
 struct guest_mem {
@@ -32,7 +35,10 @@ struct guest_mem {
 	unsigned nregions;
 	uint64_t lowmem_size;  /* RAM bytes below the hole */
 	uint64_t highmem_size; /* RAM bytes from GMEM_HIGHMEM_BASE */
+	bool dirty_on;         /* gmem_mark_dirty() records (atomic) */
 };
+
+#define GMEM_DIRTY_PAGE 4096u /* bytes a dirty bit stands for */
 
 /* Split `memsize` bytes of RAM into the part below the hole and above 4 GiB. */
 void gmem_layout(uint64_t memsize, uint64_t *lowmem, uint64_t *highmem);
@@ -57,5 +63,38 @@ int gmem_write(const struct guest_mem *gm, uint64_t gpa, const void *src, uint64
 
 /* True when [gpa, gpa+len) is guest RAM (not ROM, not a hole). */
 bool gmem_is_ram(const struct guest_mem *gm, uint64_t gpa, uint64_t len);
+
+/*
+ * Dirty tracking of the writes khyve's own threads make into guest RAM
+ * (KVM's dirty log sees only the guest's): live migration sends these
+ * pages again.  gmem_dirty_start() allocates a bitmap of
+ * (size / GMEM_DIRTY_PAGE + 63) / 64 words per writable region (kept
+ * until gmem_dirty_free(), so a device thread never sees it vanish) and
+ * switches recording on; 0 or -1 (out of memory).  gmem_dirty_stop()
+ * switches it off.  Called from one thread (the migration's).
+ */
+int gmem_dirty_start(struct guest_mem *gm);
+void gmem_dirty_stop(struct guest_mem *gm);
+void gmem_dirty_free(struct guest_mem *gm);
+
+/*
+ * Record that khyve wrote [gpa, gpa+len) of guest RAM (a no-op unless
+ * tracking is on, or outside RAM).  Thread-safe, lock-free; any device
+ * thread that writes guest memory through a gmem_ptr() pointer calls it
+ * after the write.  gmem_write() calls it itself.
+ */
+void gmem_mark_dirty(const struct guest_mem *gm, uint64_t gpa, uint64_t len);
+
+/*
+ * OR region `idx`'s recorded pages into `out` (same layout) and clear
+ * them, word by word atomically.  No-op for a region without a bitmap.
+ */
+void gmem_dirty_take(struct guest_mem *gm, unsigned idx, uint64_t *out);
+
+/* Words of a dirty bitmap for `size` bytes. */
+static inline size_t gmem_dirty_words(uint64_t size)
+{
+	return (size_t)((size / GMEM_DIRTY_PAGE + 63) / 64);
+}
 
 #endif

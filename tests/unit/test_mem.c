@@ -197,6 +197,46 @@ static void test_read_write(void **state)
 	assert_int_equal(gmem_write(&gm, 0x10, pattern, 0), 0);
 }
 
+/* khyve's own writes into guest RAM are recorded while tracking is on,
+ * page by page, and taken once. */
+static void test_dirty(void **state)
+{
+	static uint8_t low[70 * 4096] __attribute__((aligned(4096)));
+	static uint8_t romp[4096] __attribute__((aligned(4096)));
+	struct guest_mem gm = {0};
+	uint64_t bits[2] = {0};
+	uint8_t x[8] = {1};
+
+	(void)state;
+	assert_int_equal(gmem_add_region(&gm, 0, sizeof(low), low, false), 0);
+	assert_int_equal(gmem_add_region(&gm, 0xfffff000, sizeof(romp), romp, true), 0);
+	gmem_mark_dirty(&gm, 0, 4096); /* off: nothing recorded, no bitmap */
+	assert_null(gm.region[0].dirty);
+	assert_int_equal(gmem_dirty_start(&gm), 0);
+	assert_non_null(gm.region[0].dirty);
+	assert_null(gm.region[1].dirty);
+	assert_int_equal(gmem_dirty_words(sizeof(low)), 2);
+	assert_int_equal(gmem_write(&gm, 4096 + 4090, x, 8), 0); /* pages 1 and 2 */
+	gmem_mark_dirty(&gm, 65 * 4096, 1);                      /* page 65 */
+	gmem_mark_dirty(&gm, 69 * 4096, 8192);                   /* past the end: ignored */
+	gmem_mark_dirty(&gm, 0xfffff000, 16);                    /* ROM: ignored */
+	gmem_mark_dirty(&gm, ~0ull - 2, 8);                      /* wraps: ignored */
+	gmem_dirty_take(&gm, 0, bits);
+	assert_int_equal(bits[0], 6);
+	assert_int_equal(bits[1], 2);
+	memset(bits, 0, sizeof(bits));
+	gmem_dirty_take(&gm, 0, bits);
+	gmem_dirty_take(&gm, 1, bits); /* no bitmap: nothing */
+	gmem_dirty_take(&gm, 9, bits); /* no region: nothing */
+	assert_int_equal(bits[0] | bits[1], 0);
+	gmem_dirty_stop(&gm);
+	gmem_mark_dirty(&gm, 0, 1);
+	gmem_dirty_take(&gm, 0, bits);
+	assert_int_equal(bits[0], 0);
+	gmem_dirty_free(&gm);
+	assert_null(gm.region[0].dirty);
+}
+
 static void test_is_ram(void **state)
 {
 	struct guest_mem gm;
@@ -219,6 +259,7 @@ int main(void)
 	    cmocka_unit_test(test_layout),     cmocka_unit_test(test_add_region),
 	    cmocka_unit_test(test_ptr_bounds), cmocka_unit_test(test_readonly),
 	    cmocka_unit_test(test_read_write), cmocka_unit_test(test_is_ram),
+	    cmocka_unit_test(test_dirty),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

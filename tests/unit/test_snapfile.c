@@ -383,6 +383,59 @@ static void test_snapfile_ram_extents(void **state)
 	expect_ram_refused(backwards, 2);
 }
 
+/* A migration round: the pages a bitmap names, zero ones included; the
+ * reader overwrites those and leaves the others as they were. */
+static void test_snapfile_ram_pages(void **state)
+{
+	enum { NPAGES = 130 };
+	static uint8_t ram[NPAGES * 512] __attribute__((aligned(8)));
+	static uint8_t back[NPAGES * 512] __attribute__((aligned(8)));
+	uint64_t bitmap[3] = {0};
+	char err[256], name[SNAPFILE_NAME_LEN];
+	int fd = memfd();
+	struct snapfile_writer *w;
+	struct snapfile_reader *r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ram); i++)
+		ram[i] = (uint8_t)(i / 512 + 1);
+	memset(ram + 3 * 512, 0, 512); /* a marked zero page must go too */
+	/* pages 0, 3-5, 64 (second word), 129 (the last) */
+	bitmap[0] = 1u | 1u << 3 | 1u << 4 | 1u << 5;
+	bitmap[1] = 1u;
+	bitmap[2] = 1u << 1;
+	w = snapfile_create(fd, "khyve 0.14", CONFIG, err, sizeof(err));
+	assert_non_null(w);
+	assert_int_equal(snapfile_write_ram_pages(w, "ram.pre.0", ram, sizeof(ram), 512, bitmap),
+	                 0);
+	assert_true(snapfile_bytes_written(w) > 5 * 512);
+	assert_int_equal(snapfile_write_ram_pages(w, "bad", ram, 100, 512, bitmap), -1);
+	snapfile_abort(w);
+
+	w = snapfile_create(fd = (close(fd), memfd()), "khyve 0.14", CONFIG, err, sizeof(err));
+	assert_int_equal(snapfile_write_ram_pages(w, "ram.pre.0", ram, sizeof(ram), 512, bitmap),
+	                 0);
+	assert_int_equal(snapfile_finish(w, err, sizeof(err)), 0);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	memset(back, 0xee, sizeof(back));
+	r = snapfile_open(fd, err, sizeof(err));
+	assert_non_null(r);
+	assert_int_equal(snapfile_next(r, name), 1);
+	assert_string_equal(name, "ram.pre.0");
+	assert_int_equal(snapfile_read_ram(r, back, sizeof(back), false), 0);
+	for (size_t p = 0; p < NPAGES; p++) {
+		bool marked = (bitmap[p / 64] >> (p % 64)) & 1;
+
+		if (marked)
+			assert_memory_equal(back + p * 512, ram + p * 512, 512);
+		else
+			assert_int_equal(back[p * 512 + 7], 0xee);
+	}
+	assert_int_equal(snapfile_next(r, name), 0);
+	snapfile_close(r);
+	close(fd);
+}
+
 /* One write larger than a chunk (16 MiB) goes out as several; misuse of
  * the writer is an error, not a crash. */
 static void test_snapfile_big_write(void **state)
@@ -440,6 +493,7 @@ int main(void)
 	    cmocka_unit_test(test_snapfile_ram_bounds),
 	    cmocka_unit_test(test_snapfile_ram_extents),
 	    cmocka_unit_test(test_snapfile_big_write),
+	    cmocka_unit_test(test_snapfile_ram_pages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
