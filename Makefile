@@ -372,11 +372,13 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUI
 	@tests/api/run $(BUILD) $(BUILD)/san
 
 # Checkpoint, suspend and restore of the ticker guest on this host's KVM
-# (tests/snapshot/run; about 10 s a build).
+# (tests/snapshot/run; about 10 s a build), and of SeaBIOS with NVMe and
+# AHCI disks (tests/snapshot/storage; about 8 s a build).
 .PHONY: snapshot-tests
 snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl \
                 $(BUILD)/guests/ticker.rom
 	@tests/snapshot/run $(BUILD) $(BUILD)/san
+	@tests/snapshot/storage $(BUILD) $(BUILD)/san
 
 # vm web end to end as root on this host's KVM (tests/web/run: curl against
 # the refusals, playwright-core driving /usr/bin/chromium through log-in,

@@ -1593,8 +1593,13 @@ static void *sq_main(void *arg)
 	sandbox_thread_enter(SANDBOX_NVME_SQ);
 	for (bool busy = false;;) {
 		uint32_t fired = 0;
-		unsigned n = busy ? blockif_poll(sq->ctx, done, NVME_REAP_BATCH, &fired)
-		                  : blockif_wait(sq->ctx, done, NVME_REAP_BATCH, &fired);
+		unsigned n;
+
+		/* A thread a restore started runs before the sandbox is
+		 * armed; it installs its filter on its first wake after. */
+		sandbox_thread_enter(SANDBOX_NVME_SQ);
+		n = busy ? blockif_poll(sq->ctx, done, NVME_REAP_BATCH, &fired)
+		         : blockif_wait(sq->ctx, done, NVME_REAP_BATCH, &fired);
 		/* The flag first: it also publishes post_on_stop. */
 		bool stop =
 		    __atomic_load_n(&sq->stopping, __ATOMIC_ACQUIRE) || (fired & WATCH_STOP);
@@ -1621,8 +1626,11 @@ static void *sq_main(void *arg)
 	return NULL;
 }
 
+static void sq_wake(void *arg);
+
 static void sq_release(struct nvme_sq *sq)
 {
+	sandbox_cancel_wake(sq_wake, sq);
 	if (sq->ctx != NULL)
 		blockif_ctx_destroy(sq->ctx);
 	if (sq->kick_fd >= 0)
@@ -2773,11 +2781,23 @@ static int apply_sq(struct nvme_ctrl *c, unsigned q, const struct nvme_saved_sq 
 	return 0;
 }
 
+/* Look at the ring once: sandbox_wake_at_arm() calls this for a thread
+ * a restore started, so that nothing from the state file is fetched
+ * before the thread has its filter. */
+static void sq_wake(void *arg)
+{
+	struct nvme_sq *sq = arg;
+	uint64_t one = 1;
+
+	if (write(sq->kick_fd, &one, sizeof(one)) < 0)
+		log_warn("nvme: cannot wake SQ %u", sq->qid);
+}
+
 /* Queues as the saved controller had them: threads started, each looking
- * at its ring once.  `lock` held.  0, or -1 with `err`. */
+ * at its ring once (at sandbox_arm(), when the sandbox is on).  `lock`
+ * held.  0, or -1 with `err`. */
 static int apply_queues(struct nvme_ctrl *c, const struct nvme_saved *s, char *err, size_t errlen)
 {
-	uint64_t one = 1;
 	int rc = 0;
 
 	pthread_rwlock_wrlock(&c->qlock);
@@ -2794,8 +2814,9 @@ static int apply_queues(struct nvme_ctrl *c, const struct nvme_saved *s, char *e
 		}
 	}
 	for (unsigned q = 1; q <= c->maxq && rc == 0; q++)
-		if (c->sq[q].created && write(c->sq[q].kick_fd, &one, sizeof(one)) < 0)
-			log_warn("nvme: cannot wake SQ %u", q);
+		if (c->sq[q].created &&
+		    (!sandbox_enabled() || sandbox_wake_at_arm(sq_wake, &c->sq[q]) < 0))
+			sq_wake(&c->sq[q]);
 	pthread_rwlock_unlock(&c->qlock);
 	return rc;
 }
