@@ -373,7 +373,7 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUI
 
 # Checkpoint, suspend and restore of the ticker guest on this host's KVM
 # (tests/snapshot/run; about 10 s a build), and of SeaBIOS with NVMe and
-# AHCI disks (tests/snapshot/storage; about 8 s a build).
+# AHCI disks (tests/snapshot/storage; about 10 s a build).
 .PHONY: snapshot-tests
 snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl \
                 $(BUILD)/guests/ticker.rom
