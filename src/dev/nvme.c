@@ -1562,11 +1562,17 @@ static void sq_park(struct nvme_sq *sq, struct nvme_cq *cq, struct blockif_req *
 	while (sq->inflight > 0 && !__atomic_load_n(&sq->stopping, __ATOMIC_ACQUIRE)) {
 		uint32_t fired = 0;
 		unsigned n;
+		uint64_t v;
 
 		blockif_submit(sq->ctx); /* a DSM's next range */
 		n = blockif_wait(sq->ctx, done, NVME_REAP_BATCH, &fired);
 		for (unsigned i = 0; i < n; i++)
 			io_done(sq, (struct nvme_io *)done[i], false);
+		/* Take what woke us, or the wait returns at once again. */
+		if ((fired & WATCH_KICK) && read(sq->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			guest_warn("SQ %u: doorbell eventfd read failed", sq->qid);
+		if (fired & WATCH_TIMER)
+			sq_coalesce_timeout(sq, cq);
 	}
 	if (coalesce_due(sq->c, cq, true, &deadline) || sq->posted > 0)
 		cq_notify(sq->c, cq);
