@@ -380,7 +380,8 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUI
 
 # Checkpoint, suspend and restore of the ticker guest on this host's KVM
 # (tests/snapshot/run; about 10 s a build), of SeaBIOS driving virtio-blk
-# (tests/snapshot/virtio; about 5 s a build), and the ticker's live
+# (tests/snapshot/virtio; about 5 s a build) and NVMe and AHCI disks
+# (tests/snapshot/storage; about 10 s a build), and the ticker's live
 # migration between two khyve processes (tests/snapshot/migrate; about 9 s
 # a build).
 .PHONY: snapshot-tests
@@ -388,6 +389,7 @@ snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl 
                 $(BUILD)/guests/ticker.rom $(BUILD)/guests/gfxtick.rom $(BUILD)/guests/diskloop.mbr
 	@tests/snapshot/run $(BUILD) $(BUILD)/san
 	@tests/snapshot/virtio $(BUILD) $(BUILD)/san
+	@tests/snapshot/storage $(BUILD) $(BUILD)/san
 	@tests/snapshot/migrate $(BUILD) $(BUILD)/san
 
 # vm web end to end as root on this host's KVM (tests/web/run: curl against

@@ -43,6 +43,7 @@
 #include "lib/devopts.h"
 #include "lib/log.h"
 #include "lib/parse.h"
+#include "lib/sbuf.h"
 #include "vmm/mem.h"
 
 #define AHCI_MAX_PORTS  32
@@ -1660,6 +1661,276 @@ static void ahci_bar_write(struct pci_func *f, int bar, uint64_t offset, unsigne
 	pthread_mutex_unlock(&h->lock);
 }
 
+/* ---- saved state (docs/design/snapshots.md section 2, "ahci") ---- */
+
+/*
+ * Section version 1, after the generic PCI part (bus/pci.h): u32 CAP, PI
+ * (a restore refuses other ports), GHC, IS, bool intx_level; then per port
+ * in PI, lowest first: bool atapi, u64 sectors, u32 sector size, u16 nmrr
+ * (a disk must be the same size; a CD's size is its medium's), u64 PxCLB,
+ * PxFB, u32 PxIS, PxIE, PxCMD, PxTFD, PxSIG, PxSSTS, PxSCTL, PxSERR,
+ * PxSACT, PxCI, bool halted, srst, u8 sense key, ASC, ASCQ, bool write
+ * cache, u8 transfer mode, and for a CD bool medium, locked, unit
+ * attention, u8 media event.
+ *
+ * A CD's medium may have been changed through the API since khyve
+ * started, and the state file cannot name it (the API passes an fd, not a
+ * path), so a restore keeps the medium the options give only when the
+ * saved drive had one of the same size.  Otherwise the tray starts empty:
+ * a guest that had a medium sees UNIT ATTENTION and a removal event, as
+ * if it had been ejected; one that had none sees none.
+ */
+#define AHCI_STATE_VERSION 1
+#define AHCI_QUIESCE_NS    1000000000L
+
+/*
+ * pci_devemu.quiesce: commands run from start to end under the HBA lock
+ * in the vCPU thread that issued them, so once the lock is ours none is
+ * executing (slots still set in PxCI wait for a port that is stopped or
+ * halted; a restore scans them again).  Bounded by AHCI_QUIESCE_NS.
+ */
+static int ahci_quiesce(struct pci_func *f, char *err, size_t errlen)
+{
+	struct ahci_hba *h = f->softc;
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += AHCI_QUIESCE_NS / 1000000000L;
+	if (pthread_mutex_timedlock(&h->lock, &until) != 0) {
+		snprintf(err, errlen, "ahci: a command is still running after 1 s");
+		return -1;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+static void save_port(const struct ahci_port *p, struct sbuf *out)
+{
+	const uint32_t regs[] = {p->is,   p->ie,   p->cmd,  p->tfd,  p->sig,
+	                         p->ssts, p->sctl, p->serr, p->sact, p->ci};
+
+	sbuf_put_bool(out, p->atapi);
+	sbuf_put_u64(out, p->sectors);
+	sbuf_put_u32(out, p->sectsz);
+	sbuf_put_u16(out, p->nmrr);
+	sbuf_put_u64(out, p->clb);
+	sbuf_put_u64(out, p->fb);
+	for (unsigned i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
+		sbuf_put_u32(out, regs[i]);
+	sbuf_put_bool(out, p->halted);
+	sbuf_put_bool(out, p->srst);
+	sbuf_put_u8(out, p->sense_key);
+	sbuf_put_u8(out, p->asc);
+	sbuf_put_u8(out, p->ascq);
+	sbuf_put_bool(out, p->write_cache);
+	sbuf_put_u8(out, p->xfer_mode);
+	if (p->atapi) {
+		sbuf_put_bool(out, p->medium);
+		sbuf_put_bool(out, p->locked);
+		sbuf_put_bool(out, p->unit_attention);
+		sbuf_put_u8(out, p->media_event);
+	}
+}
+
+/* pci_devemu.save (layout above). */
+static int ahci_save(struct pci_func *f, struct sbuf *out, char *err, size_t errlen)
+{
+	struct ahci_hba *h = f->softc;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&h->lock);
+	sbuf_put_u16(out, AHCI_STATE_VERSION);
+	sbuf_put_u32(out, h->cap);
+	sbuf_put_u32(out, h->pi);
+	sbuf_put_u32(out, h->ghc);
+	sbuf_put_u32(out, h->is);
+	sbuf_put_bool(out, h->intx_level);
+	for (unsigned i = 0; i < AHCI_MAX_PORTS; i++)
+		if (h->pi & (1u << i))
+			save_port(&h->port[i], out);
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+/* One port as read, applied only once every port checks out. */
+struct ahci_saved_port {
+	uint64_t sectors, clb, fb;
+	uint32_t sectsz;
+	uint32_t is, ie, cmd, tfd, sig, ssts, sctl, serr, sact, ci;
+	bool halted, srst, write_cache, medium, locked, unit_attention;
+	uint8_t sense_key, asc, ascq, xfer_mode, media_event;
+};
+
+#define PCMD_SAVEABLE (PCMD_WRITABLE | PCMD_SUD | PCMD_POD | PCMD_FR | PCMD_CR | PCMD_CCS_MASK)
+
+/* The drive the section describes must be this port's drive. */
+static void read_port_drive(const struct ahci_port *p, struct ahci_saved_port *s,
+                            struct sbuf_reader *in)
+{
+	bool atapi = sbuf_get_bool(in);
+	uint16_t nmrr;
+
+	s->sectors = sbuf_get_u64(in);
+	s->sectsz = sbuf_get_u32(in);
+	nmrr = sbuf_get_u16(in);
+	if (in->failed)
+		return;
+	if (atapi != p->atapi)
+		sbuf_fail(in, "port %u was a %s, here it is a %s", p->num, atapi ? "CD" : "disk",
+		          p->atapi ? "CD" : "disk");
+	else if (!atapi && (s->sectors != p->sectors || s->sectsz != p->sectsz))
+		sbuf_fail(in, "port %u: disk of %llu %u-byte sectors, this image has %llu of %u",
+		          p->num, (unsigned long long)s->sectors, s->sectsz,
+		          (unsigned long long)p->sectors, p->sectsz);
+	else if (nmrr != p->nmrr)
+		sbuf_fail(in, "port %u: nmrr %u, the options say %u", p->num, nmrr, p->nmrr);
+}
+
+static void read_port(const struct ahci_port *p, struct ahci_saved_port *s, struct sbuf_reader *in)
+{
+	uint32_t *regs[] = {&s->is,   &s->ie,   &s->cmd,  &s->tfd,  &s->sig,
+	                    &s->ssts, &s->sctl, &s->serr, &s->sact, &s->ci};
+
+	read_port_drive(p, s, in);
+	s->clb = sbuf_get_u64(in);
+	s->fb = sbuf_get_u64(in);
+	for (unsigned i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
+		*regs[i] = sbuf_get_u32(in);
+	s->halted = sbuf_get_bool(in);
+	s->srst = sbuf_get_bool(in);
+	s->sense_key = sbuf_get_u8(in);
+	s->asc = sbuf_get_u8(in);
+	s->ascq = sbuf_get_u8(in);
+	s->write_cache = sbuf_get_bool(in);
+	s->xfer_mode = sbuf_get_u8(in);
+	if (p->atapi) {
+		s->medium = sbuf_get_bool(in);
+		s->locked = sbuf_get_bool(in);
+		s->unit_attention = sbuf_get_bool(in);
+		s->media_event = sbuf_get_u8(in);
+	}
+	if (in->failed)
+		return;
+	if ((s->clb & 0x3ff) || (s->fb & 0xff))
+		sbuf_fail(in, "port %u: PxCLB 0x%llx or PxFB 0x%llx misaligned", p->num,
+		          (unsigned long long)s->clb, (unsigned long long)s->fb);
+	else if ((s->ie & ~PIE_MASK) || (s->cmd & ~PCMD_SAVEABLE) || (s->sctl & ~0xfffu))
+		sbuf_fail(in, "port %u: PxIE 0x%x, PxCMD 0x%x or PxSCTL 0x%x has reserved bits",
+		          p->num, s->ie, s->cmd, s->sctl);
+	else if (s->media_event != MEDIA_EVENT_NONE && s->media_event != MEDIA_EVENT_NEW &&
+	         s->media_event != MEDIA_EVENT_REMOVAL)
+		sbuf_fail(in, "port %u: media event %u out of range", p->num, s->media_event);
+}
+
+/* The medium after a restore (see the section comment): `lock` held. */
+static void apply_medium(struct ahci_port *p, const struct ahci_saved_port *s)
+{
+	bool keep = s->medium && p->medium && s->sectors == p->sectors;
+
+	if (!keep && p->medium)
+		cd_eject(p);
+	p->locked = s->locked;
+	p->unit_attention = s->unit_attention;
+	p->media_event = s->media_event;
+	if (s->medium && !keep) {
+		log_warn("ahci: port %u: the saved CD medium is not the one given; the tray "
+		         "starts empty",
+		         p->num);
+		p->unit_attention = true;
+		p->media_event = MEDIA_EVENT_REMOVAL;
+	}
+}
+
+static void apply_port(struct ahci_port *p, const struct ahci_saved_port *s)
+{
+	p->clb = s->clb;
+	p->fb = s->fb;
+	p->is = s->is;
+	p->ie = s->ie;
+	p->cmd = s->cmd;
+	p->tfd = s->tfd;
+	p->sig = s->sig;
+	p->ssts = s->ssts;
+	p->sctl = s->sctl;
+	p->serr = s->serr;
+	p->sact = s->sact;
+	p->ci = s->ci;
+	p->halted = s->halted;
+	p->srst = s->srst;
+	p->sense_key = s->sense_key;
+	p->asc = s->asc;
+	p->ascq = s->ascq;
+	p->write_cache = s->write_cache;
+	p->xfer_mode = s->xfer_mode;
+	if (p->atapi)
+		apply_medium(p, s);
+}
+
+/* Read and check the whole section; false when it is refused. */
+static bool ahci_read_state(const struct ahci_hba *h, uint32_t *ghc, uint32_t *is, bool *intx_level,
+                            struct ahci_saved_port *ports, struct sbuf_reader *in)
+{
+	uint32_t cap, pi;
+
+	if (sbuf_get_version(in, AHCI_STATE_VERSION) == 0)
+		return false;
+	cap = sbuf_get_u32(in);
+	pi = sbuf_get_u32(in);
+	*ghc = sbuf_get_u32(in);
+	*is = sbuf_get_u32(in);
+	*intx_level = sbuf_get_bool(in);
+	if (in->failed)
+		return false;
+	if (cap != h->cap || pi != h->pi)
+		sbuf_fail(in, "CAP 0x%x PI 0x%x, this HBA has CAP 0x%x PI 0x%x", cap, pi, h->cap,
+		          h->pi);
+	else if (*ghc != GHC_AE && *ghc != (GHC_AE | GHC_IE))
+		sbuf_fail(in, "GHC 0x%x out of range", *ghc);
+	else if (*is & ~pi)
+		sbuf_fail(in, "IS 0x%x names ports that do not exist", *is);
+	for (unsigned i = 0; i < AHCI_MAX_PORTS && !in->failed; i++)
+		if (pi & (1u << i))
+			read_port(&h->port[i], &ports[i], in);
+	return !in->failed;
+}
+
+/*
+ * pci_devemu.restore: put the registers back, drive the interrupt from
+ * them, and run what a port still has issued in PxCI (nothing, unless it
+ * was issued to a port that can run it: commands run when issued).
+ */
+static int ahci_restore(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct ahci_hba *h = f->softc;
+	struct ahci_saved_port *ports = calloc(AHCI_MAX_PORTS, sizeof(*ports));
+	uint32_t ghc, is;
+	bool intx_level;
+
+	if (ports == NULL) {
+		snprintf(err, errlen, "ahci: out of memory");
+		return -1;
+	}
+	if (!ahci_read_state(h, &ghc, &is, &intx_level, ports, in)) {
+		free(ports);
+		return -1;
+	}
+	pthread_mutex_lock(&h->lock);
+	h->ghc = ghc;
+	h->is = is;
+	h->intx_level = intx_level; /* the generic part drove the line to it */
+	for (unsigned i = 0; i < AHCI_MAX_PORTS; i++)
+		if (h->pi & (1u << i))
+			apply_port(&h->port[i], &ports[i]);
+	hba_update_irq(h, false);
+	for (unsigned i = 0; i < AHCI_MAX_PORTS; i++)
+		if (h->pi & (1u << i))
+			port_run_commands(&h->port[i]);
+	pthread_mutex_unlock(&h->lock);
+	free(ports);
+	return 0;
+}
+
 /* ---- configuration ---- */
 
 static struct config_node *child_node(struct config_node *node, const char *name)
@@ -2032,6 +2303,9 @@ PCI_DEVEMU(ahci) = {
     .init = ahci_init,
     .bar_read = ahci_bar_read,
     .bar_write = ahci_bar_write,
+    .quiesce = ahci_quiesce,
+    .save = ahci_save,
+    .restore = ahci_restore,
 };
 
 PCI_DEVEMU(ahci_hd) = {
@@ -2048,6 +2322,9 @@ PCI_DEVEMU(ahci_hd) = {
     .init = ahci_init,
     .bar_read = ahci_bar_read,
     .bar_write = ahci_bar_write,
+    .quiesce = ahci_quiesce,
+    .save = ahci_save,
+    .restore = ahci_restore,
 };
 
 PCI_DEVEMU(ahci_cd) = {
@@ -2064,4 +2341,7 @@ PCI_DEVEMU(ahci_cd) = {
     .init = ahci_init,
     .bar_read = ahci_bar_read,
     .bar_write = ahci_bar_write,
+    .quiesce = ahci_quiesce,
+    .save = ahci_save,
+    .restore = ahci_restore,
 };

@@ -64,6 +64,7 @@
 #include "lib/log.h"
 #include "lib/parse.h"
 #include "lib/sandbox.h"
+#include "lib/sbuf.h"
 
 /* ---- limits and defaults ---- */
 
@@ -208,6 +209,7 @@ struct nvme_cq {
 	uint16_t vector;
 	uint32_t size; /* entries */
 	uint8_t *ring; /* host view of the guest's queue memory */
+	uint64_t gpa;  /* where that memory is in the guest (saved state) */
 	uint32_t head, tail;
 	uint32_t reserved; /* slots promised to fetched commands */
 	bool phase;
@@ -233,6 +235,7 @@ struct nvme_sq {
 	uint16_t qid, cqid;
 	uint32_t size;
 	uint8_t *ring;
+	uint64_t gpa; /* guest address of the ring (saved state) */
 	uint32_t head;
 	uint32_t tail; /* written by the doorbell (atomic) */
 	pthread_mutex_t fetch_lock;
@@ -250,6 +253,12 @@ struct nvme_sq {
 	unsigned posted;    /* completions posted since the last interrupt */
 	bool posted_error;  /* one of them with an error status */
 	bool polling;       /* the thread watches the tail: no eventfd needed */
+	/* Checkpoint (nvme_quiesce): `hold` asks the thread to finish what
+	 * it fetched and wait; it sets `parked` once it does.  park_lock
+	 * guards both with park_cond; taken with no other lock held. */
+	pthread_mutex_t park_lock;
+	pthread_cond_t park_cond;
+	bool hold, parked;
 };
 
 /* Interrupt coalescing state of one MSI-X vector (`lock` guards it). */
@@ -1539,6 +1548,46 @@ static void sq_drain(struct nvme_sq *sq, struct nvme_cq *cq, struct blockif_req 
 	sq->posted = 0;
 }
 
+/*
+ * A checkpoint holds the queue (nvme_quiesce): fetch nothing more, let
+ * every fetched command finish (a Dataset Management runs all its
+ * ranges), post its completion and interrupt at once (coalescing would
+ * need this thread's timer), then wait until released or stopped.
+ * Entries not fetched stay in the ring for after the hold.
+ */
+static void sq_park(struct nvme_sq *sq, struct nvme_cq *cq, struct blockif_req **done)
+{
+	uint64_t deadline;
+
+	while (sq->inflight > 0 && !__atomic_load_n(&sq->stopping, __ATOMIC_ACQUIRE)) {
+		uint32_t fired = 0;
+		unsigned n;
+		uint64_t v;
+
+		blockif_submit(sq->ctx); /* a DSM's next range */
+		n = blockif_wait(sq->ctx, done, NVME_REAP_BATCH, &fired);
+		for (unsigned i = 0; i < n; i++)
+			io_done(sq, (struct nvme_io *)done[i], false);
+		/* Take what woke us, or the wait returns at once again. */
+		if ((fired & WATCH_KICK) && read(sq->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			guest_warn("SQ %u: doorbell eventfd read failed", sq->qid);
+		if (fired & WATCH_TIMER)
+			sq_coalesce_timeout(sq, cq);
+	}
+	if (coalesce_due(sq->c, cq, true, &deadline) || sq->posted > 0)
+		cq_notify(sq->c, cq);
+	sq->posted = 0;
+	sq->posted_error = false;
+	pthread_mutex_lock(&sq->park_lock);
+	sq->parked = sq->inflight == 0;
+	pthread_cond_broadcast(&sq->park_cond);
+	while (__atomic_load_n(&sq->hold, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&sq->stopping, __ATOMIC_ACQUIRE))
+		pthread_cond_wait(&sq->park_cond, &sq->park_lock);
+	sq->parked = false;
+	pthread_mutex_unlock(&sq->park_lock);
+}
+
 static void *sq_main(void *arg)
 {
 	struct nvme_sq *sq = arg;
@@ -1550,8 +1599,13 @@ static void *sq_main(void *arg)
 	sandbox_thread_enter(SANDBOX_NVME_SQ);
 	for (bool busy = false;;) {
 		uint32_t fired = 0;
-		unsigned n = busy ? blockif_poll(sq->ctx, done, NVME_REAP_BATCH, &fired)
-		                  : blockif_wait(sq->ctx, done, NVME_REAP_BATCH, &fired);
+		unsigned n;
+
+		/* A thread a restore started runs before the sandbox is
+		 * armed; it installs its filter on its first wake after. */
+		sandbox_thread_enter(SANDBOX_NVME_SQ);
+		n = busy ? blockif_poll(sq->ctx, done, NVME_REAP_BATCH, &fired)
+		         : blockif_wait(sq->ctx, done, NVME_REAP_BATCH, &fired);
 		/* The flag first: it also publishes post_on_stop. */
 		bool stop =
 		    __atomic_load_n(&sq->stopping, __ATOMIC_ACQUIRE) || (fired & WATCH_STOP);
@@ -1564,6 +1618,11 @@ static void *sq_main(void *arg)
 			guest_warn("SQ %u: doorbell eventfd read failed", sq->qid);
 		if (fired & WATCH_TIMER)
 			sq_coalesce_timeout(sq, cq);
+		if (__atomic_load_n(&sq->hold, __ATOMIC_ACQUIRE)) {
+			sq_park(sq, cq, done);
+			busy = false;
+			continue;
+		}
 		sq_fetch(sq);
 		blockif_submit(sq->ctx); /* before polling: the back end must see it */
 		sq_signal(sq, cq);
@@ -1573,8 +1632,11 @@ static void *sq_main(void *arg)
 	return NULL;
 }
 
+static void sq_wake(void *arg);
+
 static void sq_release(struct nvme_sq *sq)
 {
+	sandbox_cancel_wake(sq_wake, sq);
 	if (sq->ctx != NULL)
 		blockif_ctx_destroy(sq->ctx);
 	if (sq->kick_fd >= 0)
@@ -1620,11 +1682,11 @@ static int sq_start_thread(struct nvme_sq *sq)
 		sq->free = &sq->slots[i];
 	}
 	sq->inflight = 0;
-	sq->naborts = 0;
 	sq->posted = 0;
 	sq->posted_error = false;
 	sq->stopping = false;
 	sq->polling = false;
+	sq->hold = sq->parked = false;
 	if (pthread_create(&sq->thread, NULL, sq_main, sq) != 0)
 		goto fail;
 	sq->running = true;
@@ -1645,6 +1707,9 @@ static void sq_stop_thread(struct nvme_sq *sq, bool post)
 		__atomic_store_n(&sq->stopping, true, __ATOMIC_RELEASE);
 		if (write(sq->stop_fd, &one, sizeof(one)) < 0)
 			log_warn("nvme: cannot stop SQ %u", sq->qid);
+		pthread_mutex_lock(&sq->park_lock);
+		pthread_cond_broadcast(&sq->park_cond);
+		pthread_mutex_unlock(&sq->park_lock);
 		pthread_join(sq->thread, NULL);
 		sq->running = false;
 	}
@@ -1691,6 +1756,7 @@ static uint16_t admin_create_cq(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
 	cq = &c->cq[qid];
 	pthread_rwlock_wrlock(&c->qlock);
 	cq->ring = ring;
+	cq->gpa = cmd->prp1;
 	cq->size = size;
 	cq->head = cq->tail = cq->reserved = 0;
 	cq->phase = true;
@@ -1727,6 +1793,7 @@ static uint16_t admin_create_sq(struct nvme_ctrl *c, const struct nvme_sqe *cmd)
 	sq = &c->sq[qid];
 	pthread_rwlock_wrlock(&c->qlock);
 	sq->ring = ring;
+	sq->gpa = cmd->prp1;
 	sq->size = size;
 	sq->head = sq->tail = 0;
 	sq->cqid = (uint16_t)cqid;
@@ -1900,12 +1967,14 @@ static void controller_enable(struct nvme_ctrl *c)
 	}
 	pthread_rwlock_wrlock(&c->qlock);
 	sq->ring = asq;
+	sq->gpa = c->asq;
 	sq->size = sqs;
 	sq->head = sq->tail = 0;
 	sq->cqid = 0;
 	sq->naborts = 0;
 	sq->created = true;
 	cq->ring = acq;
+	cq->gpa = c->acq;
 	cq->size = cqs;
 	cq->head = cq->tail = cq->reserved = 0;
 	cq->phase = true;
@@ -2183,6 +2252,612 @@ static void nvme_bar_write(struct pci_func *f, int bar, uint64_t offset, unsigne
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* ---- saved state (docs/design/snapshots.md section 2, "nvme") ---- */
+
+/*
+ * Section version 1, after the generic PCI part (bus/pci.h): u32 maxq,
+ * qsz, sector size and u64 namespace LBAs (a restore refuses others); u32
+ * CC, CSTS, AQA, INTMS, u64 ASQ, ACQ; u8 FEAT_COUNT and the features; u16
+ * temperature thresholds; u8 critical warning and masked event types; u8
+ * count + u16 ids of held AERs; u8 count + (u8 type, info, log page) of
+ * waiting events; u64 error count, log base, media errors and the 16 log
+ * entries field by field; u64 SMART counters; then per queue id 0-maxq:
+ * bool vector CD, the SQ (bool created; u16 cqid, u32 size, u64 GPA, u32
+ * head, tail, u8 + u32 abort marks) and the CQ (bool created; bool ien,
+ * stalled, phase, u16 vector, u32 size, u64 GPA, u32 head, tail).  Not
+ * saved: CQ reservations and coalescing counts, which a quiesced
+ * controller does not have (every fetched command has posted and
+ * interrupted).
+ */
+#define NVME_STATE_VERSION 1
+
+/* Hold one I/O SQ's thread (see sq_park) until `deadline` (CLOCK_REALTIME,
+ * park_cond's clock); 0, or -1 when commands are still in flight then. */
+static int sq_hold(struct nvme_sq *sq, const struct timespec *deadline)
+{
+	uint64_t one = 1;
+	int rc = 0;
+
+	__atomic_store_n(&sq->hold, true, __ATOMIC_RELEASE);
+	if (write(sq->kick_fd, &one, sizeof(one)) < 0)
+		return -1;
+	pthread_mutex_lock(&sq->park_lock);
+	while (!sq->parked && rc == 0)
+		rc = pthread_cond_timedwait(&sq->park_cond, &sq->park_lock, deadline);
+	rc = sq->parked ? 0 : -1;
+	pthread_mutex_unlock(&sq->park_lock);
+	return rc;
+}
+
+/* Let a held SQ thread run again; it looks at its ring once (entries that
+ * arrived, or were restored, while it waited). */
+static void sq_release_hold(struct nvme_sq *sq)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&sq->park_lock);
+	__atomic_store_n(&sq->hold, false, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&sq->park_cond);
+	pthread_mutex_unlock(&sq->park_lock);
+	if (sq->kick_fd >= 0 && write(sq->kick_fd, &one, sizeof(one)) < 0)
+		log_warn("nvme: cannot wake SQ %u", sq->qid);
+}
+
+/*
+ * pci_devemu.quiesce: hold every I/O SQ thread once its fetched commands
+ * have completed, posted and interrupted (1 s for all of them).  The admin
+ * queue runs in vCPU threads, which are paused.  The image is flushed by
+ * the checkpoint afterwards (blockif_flush), not here: this runs in the
+ * sandboxed API thread, which may not set up an I/O context.
+ */
+static int nvme_quiesce(struct pci_func *f, char *err, size_t errlen)
+{
+	struct nvme_ctrl *c = f->softc;
+	struct timespec deadline;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 1;
+	pthread_rwlock_rdlock(&c->qlock);
+	for (unsigned q = 1; q <= c->maxq; q++) {
+		struct nvme_sq *sq = &c->sq[q];
+
+		if (sq->created && sq->running && sq_hold(sq, &deadline) < 0 && rc == 0) {
+			snprintf(err, errlen, "nvme: SQ %u still has commands in flight after 1 s",
+			         q);
+			rc = -1;
+		}
+	}
+	pthread_rwlock_unlock(&c->qlock);
+	return rc;
+}
+
+static void nvme_unquiesce(struct pci_func *f)
+{
+	struct nvme_ctrl *c = f->softc;
+
+	pthread_rwlock_rdlock(&c->qlock);
+	for (unsigned q = 1; q <= c->maxq; q++)
+		if (c->sq[q].created && c->sq[q].running)
+			sq_release_hold(&c->sq[q]);
+	pthread_rwlock_unlock(&c->qlock);
+}
+
+static void save_errlog(const struct nvme_ctrl *c, struct sbuf *out)
+{
+	sbuf_put_u64(out, c->error_count);
+	sbuf_put_u64(out, c->errlog_base);
+	sbuf_put_u64(out, c->media_errors);
+	for (unsigned i = 0; i < NVME_ERRLOG_MAX; i++) {
+		const struct nvme_error_entry *e = &c->errlog[i];
+
+		sbuf_put_u64(out, e->error_count);
+		sbuf_put_u16(out, e->sqid);
+		sbuf_put_u16(out, e->cid);
+		sbuf_put_u16(out, e->status);
+		sbuf_put_u16(out, e->param_loc);
+		sbuf_put_u64(out, e->lba);
+		sbuf_put_u32(out, e->nsid);
+		sbuf_put_u8(out, e->vs);
+		sbuf_put_u8(out, e->trtype);
+		sbuf_put_u64(out, e->csi);
+		sbuf_put_u16(out, e->ttsi);
+	}
+}
+
+static void save_queues(const struct nvme_ctrl *c, struct sbuf *out)
+{
+	for (unsigned q = 0; q <= c->maxq; q++) {
+		const struct nvme_sq *sq = &c->sq[q];
+		const struct nvme_cq *cq = &c->cq[q];
+
+		sbuf_put_bool(out, c->vec[q].cd);
+		sbuf_put_bool(out, sq->created);
+		if (sq->created) {
+			sbuf_put_u16(out, sq->cqid);
+			sbuf_put_u32(out, sq->size);
+			sbuf_put_u64(out, sq->gpa);
+			sbuf_put_u32(out, __atomic_load_n(&sq->head, __ATOMIC_ACQUIRE));
+			sbuf_put_u32(out, __atomic_load_n(&sq->tail, __ATOMIC_ACQUIRE));
+			sbuf_put_u8(out, (uint8_t)sq->naborts);
+			for (unsigned i = 0; i < sq->naborts; i++)
+				sbuf_put_u32(out, sq->abort_slot[i]);
+		}
+		sbuf_put_bool(out, cq->created);
+		if (cq->created) {
+			sbuf_put_bool(out, cq->ien);
+			sbuf_put_bool(out, cq->stalled);
+			sbuf_put_bool(out, cq->phase);
+			sbuf_put_u16(out, cq->vector);
+			sbuf_put_u32(out, cq->size);
+			sbuf_put_u64(out, cq->gpa);
+			sbuf_put_u32(out, cq->head);
+			sbuf_put_u32(out, cq->tail);
+		}
+	}
+}
+
+/* pci_devemu.save (layout above); the queues are held (nvme_quiesce). */
+static int nvme_save(struct pci_func *f, struct sbuf *out, char *err, size_t errlen)
+{
+	struct nvme_ctrl *c = f->softc;
+
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&c->lock);
+	pthread_rwlock_rdlock(&c->qlock);
+	pthread_mutex_lock(&c->errlog_lock);
+	sbuf_put_u16(out, NVME_STATE_VERSION);
+	sbuf_put_u32(out, c->maxq);
+	sbuf_put_u32(out, c->qsz);
+	sbuf_put_u32(out, c->sectsz);
+	sbuf_put_u64(out, c->nsze);
+	sbuf_put_u32(out, c->cc);
+	sbuf_put_u32(out, c->csts);
+	sbuf_put_u32(out, c->aqa);
+	sbuf_put_u32(out, __atomic_load_n(&c->intms, __ATOMIC_ACQUIRE));
+	sbuf_put_u64(out, c->asq);
+	sbuf_put_u64(out, c->acq);
+	sbuf_put_u8(out, FEAT_COUNT);
+	for (unsigned i = 0; i < FEAT_COUNT; i++)
+		sbuf_put_u32(out, __atomic_load_n(&c->feat[i], __ATOMIC_RELAXED));
+	sbuf_put_u16(out, c->temp_over);
+	sbuf_put_u16(out, c->temp_under);
+	sbuf_put_u8(out, c->crit_warning);
+	sbuf_put_u8(out, c->ae_masked);
+	sbuf_put_u8(out, (uint8_t)c->naer);
+	for (unsigned i = 0; i < c->naer; i++)
+		sbuf_put_u16(out, c->aer_cid[i]);
+	sbuf_put_u8(out, (uint8_t)c->nevents);
+	for (unsigned i = 0; i < c->nevents; i++) {
+		sbuf_put_u8(out, c->events[i].type);
+		sbuf_put_u8(out, c->events[i].info);
+		sbuf_put_u8(out, c->events[i].lid);
+	}
+	save_errlog(c, out);
+	sbuf_put_u64(out, __atomic_load_n(&c->bytes_read, __ATOMIC_RELAXED));
+	sbuf_put_u64(out, __atomic_load_n(&c->bytes_written, __ATOMIC_RELAXED));
+	sbuf_put_u64(out, __atomic_load_n(&c->read_cmds, __ATOMIC_RELAXED));
+	sbuf_put_u64(out, __atomic_load_n(&c->write_cmds, __ATOMIC_RELAXED));
+	save_queues(c, out);
+	pthread_mutex_unlock(&c->errlog_lock);
+	pthread_rwlock_unlock(&c->qlock);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* A restore reads everything into this first and applies it only when
+ * all of it is in range. */
+struct nvme_saved {
+	uint32_t cc, csts, aqa, intms;
+	uint64_t asq, acq;
+	uint32_t feat[FEAT_COUNT];
+	uint16_t temp_over, temp_under;
+	uint8_t crit_warning, ae_masked;
+	uint16_t aer_cid[NVME_AER_MAX];
+	unsigned naer;
+	struct nvme_event events[NVME_EVENT_MAX];
+	unsigned nevents;
+	uint64_t error_count, errlog_base, media_errors;
+	struct nvme_error_entry errlog[NVME_ERRLOG_MAX];
+	uint64_t bytes_read, bytes_written, read_cmds, write_cmds;
+	bool cd[NVME_MAX_IOQ + 1];
+	struct nvme_saved_sq {
+		bool created;
+		uint16_t cqid;
+		uint32_t size, head, tail;
+		uint64_t gpa;
+		unsigned naborts;
+		uint32_t abort_slot[NVME_ABORT_MAX];
+	} sq[NVME_MAX_IOQ + 1];
+	struct nvme_saved_cq {
+		bool created, ien, stalled, phase;
+		uint16_t vector;
+		uint32_t size, head, tail;
+		uint64_t gpa;
+	} cq[NVME_MAX_IOQ + 1];
+};
+
+/* The options the section was made with must be this controller's. */
+static void read_geometry(const struct nvme_ctrl *c, struct sbuf_reader *in)
+{
+	uint32_t maxq = sbuf_get_u32(in), qsz = sbuf_get_u32(in), sectsz = sbuf_get_u32(in);
+	uint64_t nsze = sbuf_get_u64(in);
+
+	if (in->failed)
+		return;
+	if (maxq != c->maxq || qsz != c->qsz)
+		sbuf_fail(in, "maxq %u qsz %u, this controller has maxq %u qsz %u", maxq, qsz,
+		          c->maxq, c->qsz);
+	else if (sectsz != c->sectsz || nsze != c->nsze)
+		sbuf_fail(in, "namespace of %llu %u-byte sectors, this image has %llu of %u",
+		          (unsigned long long)nsze, sectsz, (unsigned long long)c->nsze, c->sectsz);
+}
+
+static void read_registers(struct nvme_saved *s, struct sbuf_reader *in)
+{
+	unsigned nfeat;
+
+	s->cc = sbuf_get_u32(in);
+	s->csts = sbuf_get_u32(in);
+	s->aqa = sbuf_get_u32(in);
+	s->intms = sbuf_get_u32(in);
+	s->asq = sbuf_get_u64(in);
+	s->acq = sbuf_get_u64(in);
+	nfeat = sbuf_get_u8(in);
+	if (!in->failed && nfeat != FEAT_COUNT)
+		sbuf_fail(in, "%u features, this khyve has %u", nfeat, FEAT_COUNT);
+	for (unsigned i = 0; i < FEAT_COUNT; i++)
+		s->feat[i] = sbuf_get_u32(in);
+	s->temp_over = sbuf_get_u16(in);
+	s->temp_under = sbuf_get_u16(in);
+	s->crit_warning = sbuf_get_u8(in);
+	s->ae_masked = sbuf_get_u8(in);
+	if (in->failed)
+		return;
+	if (s->csts & ~(CSTS_RDY | CSTS_CFS | CSTS_SHST_MASK))
+		sbuf_fail(in, "CSTS 0x%x has reserved bits", s->csts);
+	else if ((s->csts & CSTS_RDY) && !(s->cc & CC_EN))
+		sbuf_fail(in, "CSTS.RDY with CC.EN clear");
+	else if (s->aqa & ~0x0fff0fffu)
+		sbuf_fail(in, "AQA 0x%x has reserved bits", s->aqa);
+}
+
+/* Feature values as Set Features would have left them. */
+static void check_features(const struct nvme_ctrl *c, const struct nvme_saved *s,
+                           struct sbuf_reader *in)
+{
+	uint32_t nq = s->feat[FEAT_NUM_QUEUES];
+
+	if (in->failed)
+		return;
+	if ((nq & 0xffff) >= c->maxq || (nq >> 16) >= c->maxq)
+		sbuf_fail(in, "Number of Queues 0x%x beyond maxq %u", nq, c->maxq);
+	else if (s->feat[FEAT_POWER_MGMT] & 0x1f)
+		sbuf_fail(in, "power state %u does not exist", s->feat[FEAT_POWER_MGMT] & 0x1f);
+	else if (s->feat[FEAT_INT_COALESCING] & ~0xffffu)
+		sbuf_fail(in, "Interrupt Coalescing 0x%x has reserved bits",
+		          s->feat[FEAT_INT_COALESCING]);
+}
+
+static void read_events(struct nvme_saved *s, struct sbuf_reader *in)
+{
+	s->naer = sbuf_get_u8(in);
+	if (!in->failed && s->naer > NVME_AER_MAX) {
+		sbuf_fail(in, "%u AERs held > %u", s->naer, NVME_AER_MAX);
+		return;
+	}
+	for (unsigned i = 0; i < s->naer && !in->failed; i++) {
+		s->aer_cid[i] = sbuf_get_u16(in);
+		for (unsigned j = 0; j < i; j++)
+			if (s->aer_cid[j] == s->aer_cid[i])
+				sbuf_fail(in, "AER command id %u held twice", s->aer_cid[i]);
+	}
+	s->nevents = sbuf_get_u8(in);
+	if (!in->failed && s->nevents > NVME_EVENT_MAX) {
+		sbuf_fail(in, "%u events waiting > %u", s->nevents, NVME_EVENT_MAX);
+		return;
+	}
+	for (unsigned i = 0; i < s->nevents && !in->failed; i++) {
+		s->events[i].type = sbuf_get_u8(in);
+		s->events[i].info = sbuf_get_u8(in);
+		s->events[i].lid = sbuf_get_u8(in);
+		if (s->events[i].type >= 8) /* ae_masked has a bit per type */
+			sbuf_fail(in, "event type %u out of range", s->events[i].type);
+	}
+}
+
+static void read_errlog(struct nvme_saved *s, struct sbuf_reader *in)
+{
+	s->error_count = sbuf_get_u64(in);
+	s->errlog_base = sbuf_get_u64(in);
+	s->media_errors = sbuf_get_u64(in);
+	for (unsigned i = 0; i < NVME_ERRLOG_MAX; i++) {
+		struct nvme_error_entry *e = &s->errlog[i];
+
+		e->error_count = sbuf_get_u64(in);
+		e->sqid = sbuf_get_u16(in);
+		e->cid = sbuf_get_u16(in);
+		e->status = sbuf_get_u16(in);
+		e->param_loc = sbuf_get_u16(in);
+		e->lba = sbuf_get_u64(in);
+		e->nsid = sbuf_get_u32(in);
+		e->vs = sbuf_get_u8(in);
+		e->trtype = sbuf_get_u8(in);
+		e->csi = sbuf_get_u64(in);
+		e->ttsi = sbuf_get_u16(in);
+	}
+	if (!in->failed && s->errlog_base > s->error_count)
+		sbuf_fail(in, "error log base %llu beyond error count %llu",
+		          (unsigned long long)s->errlog_base, (unsigned long long)s->error_count);
+	s->bytes_read = sbuf_get_u64(in);
+	s->bytes_written = sbuf_get_u64(in);
+	s->read_cmds = sbuf_get_u64(in);
+	s->write_cmds = sbuf_get_u64(in);
+}
+
+static void read_sq(struct nvme_saved_sq *sq, unsigned q, struct sbuf_reader *in)
+{
+	sq->created = sbuf_get_bool(in);
+	if (!sq->created)
+		return;
+	sq->cqid = sbuf_get_u16(in);
+	sq->size = sbuf_get_u32(in);
+	sq->gpa = sbuf_get_u64(in);
+	sq->head = sbuf_get_u32(in);
+	sq->tail = sbuf_get_u32(in);
+	sq->naborts = sbuf_get_u8(in);
+	if (in->failed)
+		return;
+	if (sq->naborts > NVME_ABORT_MAX) {
+		sbuf_fail(in, "SQ %u: %u abort marks > %u", q, sq->naborts, NVME_ABORT_MAX);
+		return;
+	}
+	for (unsigned i = 0; i < sq->naborts; i++)
+		sq->abort_slot[i] = sbuf_get_u32(in);
+}
+
+static void read_cq(struct nvme_saved_cq *cq, struct sbuf_reader *in)
+{
+	cq->created = sbuf_get_bool(in);
+	if (!cq->created)
+		return;
+	cq->ien = sbuf_get_bool(in);
+	cq->stalled = sbuf_get_bool(in);
+	cq->phase = sbuf_get_bool(in);
+	cq->vector = sbuf_get_u16(in);
+	cq->size = sbuf_get_u32(in);
+	cq->gpa = sbuf_get_u64(in);
+	cq->head = sbuf_get_u32(in);
+	cq->tail = sbuf_get_u32(in);
+}
+
+/* Size, position and memory of a queue, as creating it checks them; the
+ * admin queues' sizes and addresses are AQA's, ASQ's and ACQ's. */
+static void check_ring(const struct nvme_ctrl *c, const struct nvme_saved *s, bool is_sq,
+                       unsigned q, uint32_t size, uint64_t gpa, uint32_t head, uint32_t tail,
+                       struct sbuf_reader *in)
+{
+	const char *kind = is_sq ? "SQ" : "CQ";
+	uint32_t want = is_sq ? (s->aqa & 0xfff) + 1 : ((s->aqa >> 16) & 0xfff) + 1;
+
+	if (in->failed)
+		return;
+	if (q == 0 && (size != want || gpa != (is_sq ? s->asq : s->acq)))
+		sbuf_fail(in, "admin %s of %u entries at 0x%llx, AQA/ASQ/ACQ say otherwise", kind,
+		          size, (unsigned long long)gpa);
+	else if (size < 2 || size > (q == 0 ? 4096 : c->qsz))
+		sbuf_fail(in, "%s %u: size %u out of range", kind, q, size);
+	else if (head >= size || tail >= size)
+		sbuf_fail(in, "%s %u: head %u tail %u beyond its %u entries", kind, q, head, tail,
+		          size);
+	else if (queue_memory((struct nvme_ctrl *)c, gpa, size,
+	                      is_sq ? NVME_SQE_SIZE : NVME_CQE_SIZE) == NULL)
+		sbuf_fail(in, "%s %u at 0x%llx is not page-aligned guest RAM", kind, q,
+		          (unsigned long long)gpa);
+}
+
+static void check_queue(const struct nvme_ctrl *c, const struct nvme_saved *s, unsigned q,
+                        struct sbuf_reader *in)
+{
+	const struct nvme_saved_sq *sq = &s->sq[q];
+	const struct nvme_saved_cq *cq = &s->cq[q];
+	bool ready = (s->csts & CSTS_RDY) != 0;
+
+	if (in->failed)
+		return;
+	if (q == 0 && (sq->created != ready || cq->created != ready)) {
+		sbuf_fail(in, "admin queues %s a ready controller",
+		          ready ? "missing on" : "without");
+		return;
+	}
+	if ((sq->created || cq->created) && !ready) {
+		sbuf_fail(in, "queue %u exists on a controller that is not ready", q);
+		return;
+	}
+	if (cq->created) {
+		check_ring(c, s, false, q, cq->size, cq->gpa, cq->head, cq->tail, in);
+		if (q == 0 && (!cq->ien || cq->vector != 0))
+			sbuf_fail(in, "admin CQ without interrupts or on vector %u", cq->vector);
+		else if (q != 0 && CC_IOCQES(s->cc) != 4)
+			sbuf_fail(in, "I/O CQ %u with CC.IOCQES %u", q, CC_IOCQES(s->cc));
+		else if (cq->vector > c->maxq || (cq->vector != 0 && c->f->msix.cap == 0))
+			sbuf_fail(in, "CQ %u: vector %u out of range", q, cq->vector);
+	}
+	if (sq->created) {
+		check_ring(c, s, true, q, sq->size, sq->gpa, sq->head, sq->tail, in);
+		if (q != 0 && CC_IOSQES(s->cc) != 6)
+			sbuf_fail(in, "I/O SQ %u with CC.IOSQES %u", q, CC_IOSQES(s->cc));
+		else if (q == 0 ? sq->cqid != 0
+		                : sq->cqid < 1 || sq->cqid > c->maxq || !s->cq[sq->cqid].created)
+			sbuf_fail(in, "SQ %u: completion queue %u does not exist", q, sq->cqid);
+		for (unsigned i = 0; i < sq->naborts && !in->failed; i++)
+			if (sq->abort_slot[i] >= sq->size)
+				sbuf_fail(in, "SQ %u: abort mark %u beyond its %u entries", q,
+				          sq->abort_slot[i], sq->size);
+	}
+}
+
+/* Read and check the whole section into `s`; false when it is refused. */
+static bool read_state(const struct nvme_ctrl *c, struct nvme_saved *s, struct sbuf_reader *in)
+{
+	if (sbuf_get_version(in, NVME_STATE_VERSION) == 0)
+		return false;
+	read_geometry(c, in);
+	read_registers(s, in);
+	check_features(c, s, in);
+	read_events(s, in);
+	read_errlog(s, in);
+	for (unsigned q = 0; q <= c->maxq && !in->failed; q++) {
+		s->cd[q] = sbuf_get_bool(in);
+		read_sq(&s->sq[q], q, in);
+		read_cq(&s->cq[q], in);
+	}
+	if (!in->failed && s->naer > 0 && !(s->csts & CSTS_RDY))
+		sbuf_fail(in, "AERs held by a controller that is not ready");
+	for (unsigned q = 0; q <= c->maxq && !in->failed; q++)
+		check_queue(c, s, q, in);
+	return !in->failed;
+}
+
+static void apply_registers(struct nvme_ctrl *c, const struct nvme_saved *s)
+{
+	c->cc = s->cc;
+	__atomic_store_n(&c->csts, s->csts, __ATOMIC_RELEASE);
+	c->aqa = s->aqa;
+	__atomic_store_n(&c->intms, s->intms, __ATOMIC_RELEASE);
+	c->asq = s->asq;
+	c->acq = s->acq;
+	for (unsigned i = 0; i < FEAT_COUNT; i++)
+		__atomic_store_n(&c->feat[i], s->feat[i], __ATOMIC_RELAXED);
+	c->temp_over = s->temp_over;
+	c->temp_under = s->temp_under;
+	c->crit_warning = s->crit_warning;
+	c->ae_masked = s->ae_masked;
+	memcpy(c->aer_cid, s->aer_cid, sizeof(c->aer_cid));
+	c->naer = s->naer;
+	memcpy(c->events, s->events, sizeof(c->events));
+	c->nevents = s->nevents;
+	pthread_mutex_lock(&c->errlog_lock);
+	c->error_count = s->error_count;
+	c->errlog_base = s->errlog_base;
+	c->media_errors = s->media_errors;
+	memcpy(c->errlog, s->errlog, sizeof(c->errlog));
+	pthread_mutex_unlock(&c->errlog_lock);
+	c->bytes_read = s->bytes_read;
+	c->bytes_written = s->bytes_written;
+	c->read_cmds = s->read_cmds;
+	c->write_cmds = s->write_cmds;
+}
+
+static void apply_cq(struct nvme_ctrl *c, unsigned q, const struct nvme_saved_cq *s)
+{
+	struct nvme_cq *cq = &c->cq[q];
+
+	cq->ring = queue_memory(c, s->gpa, s->size, NVME_CQE_SIZE);
+	cq->gpa = s->gpa;
+	cq->size = s->size;
+	cq->head = s->head;
+	cq->tail = s->tail;
+	cq->reserved = 0;
+	cq->phase = s->phase;
+	cq->stalled = s->stalled;
+	cq->ien = s->ien;
+	cq->vector = s->vector;
+	__atomic_store_n(&cq->created, true, __ATOMIC_RELEASE);
+}
+
+/* An SQ as Create I/O SQ (or enabling, for the admin SQ) makes it, at the
+ * saved positions; 0, or -1 when its thread cannot start. */
+static int apply_sq(struct nvme_ctrl *c, unsigned q, const struct nvme_saved_sq *s)
+{
+	struct nvme_sq *sq = &c->sq[q];
+
+	sq->ring = queue_memory(c, s->gpa, s->size, NVME_SQE_SIZE);
+	sq->gpa = s->gpa;
+	sq->size = s->size;
+	sq->head = s->head;
+	sq->tail = s->tail;
+	sq->cqid = s->cqid;
+	sq->naborts = s->naborts;
+	memcpy(sq->abort_slot, s->abort_slot, sizeof(sq->abort_slot));
+	if (q != 0 && sq_start_thread(sq) < 0)
+		return -1;
+	sq->created = true;
+	return 0;
+}
+
+/* Look at the ring once: sandbox_wake_at_arm() calls this for a thread
+ * a restore started, so that nothing from the state file is fetched
+ * before the thread has its filter. */
+static void sq_wake(void *arg)
+{
+	struct nvme_sq *sq = arg;
+	uint64_t one = 1;
+
+	if (write(sq->kick_fd, &one, sizeof(one)) < 0)
+		log_warn("nvme: cannot wake SQ %u", sq->qid);
+}
+
+/* Queues as the saved controller had them: threads started, each looking
+ * at its ring once (at sandbox_arm(), when the sandbox is on).  `lock`
+ * held.  0, or -1 with `err`. */
+static int apply_queues(struct nvme_ctrl *c, const struct nvme_saved *s, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&c->qlock);
+	for (unsigned q = 0; q <= c->maxq; q++) {
+		c->vec[q].cd = s->cd[q];
+		c->vec[q].pending = 0;
+		if (s->cq[q].created)
+			apply_cq(c, q, &s->cq[q]);
+	}
+	for (unsigned q = 0; q <= c->maxq && rc == 0; q++) {
+		if (s->sq[q].created && apply_sq(c, q, &s->sq[q]) < 0) {
+			snprintf(err, errlen, "nvme: cannot start SQ %u", q);
+			rc = -1;
+		}
+	}
+	for (unsigned q = 1; q <= c->maxq && rc == 0; q++)
+		if (c->sq[q].created &&
+		    (!sandbox_enabled() || sandbox_wake_at_arm(sq_wake, &c->sq[q]) < 0))
+			sq_wake(&c->sq[q]);
+	pthread_rwlock_unlock(&c->qlock);
+	return rc;
+}
+
+/*
+ * pci_devemu.restore: check the whole section, then rebuild the
+ * controller as the guest's own register writes and admin commands had
+ * made it (runs before any vCPU, on a controller no guest has touched; one
+ * that has is reset first).  INTx is driven from the CQs' contents; MSI-X
+ * messages already sent are in the LAPICs' state, pending ones in the PBA
+ * (the generic part).
+ */
+static int nvme_restore(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct nvme_ctrl *c = f->softc;
+	struct nvme_saved *s = calloc(1, sizeof(*s));
+	int rc = -1;
+
+	if (s == NULL) {
+		snprintf(err, errlen, "nvme: out of memory");
+		return -1;
+	}
+	if (read_state(c, s, in)) {
+		pthread_mutex_lock(&c->lock);
+		if (c->cc & CC_EN)
+			controller_reset(c);
+		apply_registers(c, s);
+		rc = apply_queues(c, s, err, errlen);
+		pthread_mutex_unlock(&c->lock);
+		intx_update(c);
+	}
+	free(s);
+	return rc;
+}
+
 /* ---- options and creation ---- */
 
 static const char *const nvme_keys[] = {
@@ -2351,6 +3026,8 @@ static int nvme_init(struct machine *m, struct pci_func *f, struct config_node *
 		pthread_mutex_init(&c->cq[q].lock, NULL);
 		pthread_mutex_init(&c->sq[q].fetch_lock, NULL);
 		pthread_mutex_init(&c->vec[q].lock, NULL);
+		pthread_mutex_init(&c->sq[q].park_lock, NULL);
+		pthread_cond_init(&c->sq[q].park_cond, NULL);
 		c->sq[q].c = c;
 		c->sq[q].qid = (uint16_t)q;
 		c->sq[q].kick_fd = c->sq[q].stop_fd = c->sq[q].timer_fd = -1;
@@ -2391,4 +3068,8 @@ PCI_DEVEMU(nvme) = {
     .init = nvme_init,
     .bar_read = nvme_bar_read,
     .bar_write = nvme_bar_write,
+    .quiesce = nvme_quiesce,
+    .unquiesce = nvme_unquiesce,
+    .save = nvme_save,
+    .restore = nvme_restore,
 };

@@ -22,7 +22,11 @@
  *   6 media change   u8 n: the API's change() of cd0 (the CD port): n%3
  *                    0 eject, 1 insert the ISO, 2 insert an empty file;
  *                    bit 2 forces it past the guest's tray lock
- *   7 nothing
+ *   7 state          u8 patches (n%5), per patch u16 offset (n%length) and
+ *                    u8 XOR mask, u16 cut (0: whole): the HBA's saved
+ *                    section (ahci_save) flipped and cut, restored into the
+ *                    same HBA; what a restore accepts must save and
+ *                    restore again
  *
  * Every input starts from an HBA reset (GHC.HR), zeroed RAM, the ISO put
  * back in cd0 (forced: a unit attention and a media event pending) and
@@ -36,6 +40,7 @@
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "lib/config.h"
+#include "lib/sbuf.h"
 
 #define RAM_GPA    0x100000ull
 #define RAM_SIZE   0x100000ull /* 1 MiB */
@@ -194,6 +199,61 @@ static void command(struct fz *z, uint8_t op)
 	wr(PX(p, P_CI), 1u << slot);
 }
 
+/*
+ * The state op: save the function's own section (quiesced, as a
+ * checkpoint does), flip bytes and cut it as the input says, restore it
+ * into the same function.  Whatever a restore accepts must save and
+ * restore again (abort otherwise).
+ */
+static bool state_restore(struct pci_func *f, const uint8_t *p, size_t len)
+{
+	struct sbuf_reader in;
+	char err[256] = "";
+
+	sbuf_reader_init(&in, p, len);
+	return f->de->restore(f, &in, err, sizeof(err)) == 0 &&
+	       sbuf_reader_done(&in, f->de->name, err, sizeof(err)) == 0;
+}
+
+static void state_save(struct pci_func *f, struct sbuf *s)
+{
+	char err[256] = "";
+
+	if (f->de->quiesce == NULL || f->de->quiesce(f, err, sizeof(err)) == 0)
+		(void)f->de->save(f, s, err, sizeof(err));
+	if (f->de->unquiesce != NULL)
+		f->de->unquiesce(f);
+}
+
+static void state_op(struct pci_func *f, struct fz *z)
+{
+	struct sbuf s = {0}, again = {0};
+	unsigned npatch = fz_u8(z) % 5;
+	size_t len;
+
+	state_save(f, &s);
+	if (s.failed || s.len == 0)
+		abort();
+	for (unsigned i = 0; i < npatch; i++) {
+		size_t off = fz_u16(z) % s.len;
+
+		s.data[off] ^= fz_u8(z);
+	}
+	len = fz_u16(z);
+	if (len == 0 || len > s.len)
+		len = s.len;
+	if (state_restore(f, s.data, len)) {
+		state_save(f, &again);
+		if (again.failed || !state_restore(f, again.data, again.len)) {
+			fprintf(stderr, "%s: a restored state does not restore again\n",
+			        f->de->name);
+			abort();
+		}
+	}
+	sbuf_free(&s);
+	sbuf_free(&again);
+}
+
 FUZZ_TARGET(setup_once)
 
 static void fuzz_one(struct fz *z)
@@ -241,6 +301,7 @@ static void fuzz_one(struct fz *z)
 			break;
 		}
 		default:
+			state_op(pci_get(0), z);
 			break;
 		}
 	}

@@ -27,6 +27,11 @@
  *                    head doorbells as a driver does, and returns as soon
  *                    as nothing is outstanding (a sleep here made the
  *                    target 10 times slower)
+ *   with bit 3 set instead, the state op: u8 patches (n%5), per patch u16
+ *   offset (n%length) and u8 XOR mask, u16 cut (0: whole): the
+ *   controller's saved section (quiesced, nvme_save) flipped and cut,
+ *   restored into the same controller; what a restore accepts must save
+ *   and restore again
  *
  * Every input starts from controllers reset (CC.EN 0, which stops their
  * queue threads) and re-enabled with a 16-entry admin queue, in zeroed RAM.
@@ -44,6 +49,7 @@
 #include "dev/nvme.h"
 #include "lib/clock.h"
 #include "lib/config.h"
+#include "lib/sbuf.h"
 
 #include <sched.h>
 
@@ -255,6 +261,61 @@ static void queue_pair(struct ctl *c, unsigned i, unsigned q, unsigned entries, 
 	c->pending[q] = 0;
 }
 
+/*
+ * The state op: save the function's own section (quiesced, as a
+ * checkpoint does), flip bytes and cut it as the input says, restore it
+ * into the same function.  Whatever a restore accepts must save and
+ * restore again (abort otherwise).
+ */
+static bool state_restore(struct pci_func *f, const uint8_t *p, size_t len)
+{
+	struct sbuf_reader in;
+	char err[256] = "";
+
+	sbuf_reader_init(&in, p, len);
+	return f->de->restore(f, &in, err, sizeof(err)) == 0 &&
+	       sbuf_reader_done(&in, f->de->name, err, sizeof(err)) == 0;
+}
+
+static void state_save(struct pci_func *f, struct sbuf *s)
+{
+	char err[256] = "";
+
+	if (f->de->quiesce == NULL || f->de->quiesce(f, err, sizeof(err)) == 0)
+		(void)f->de->save(f, s, err, sizeof(err));
+	if (f->de->unquiesce != NULL)
+		f->de->unquiesce(f);
+}
+
+static void state_op(struct pci_func *f, struct fz *z)
+{
+	struct sbuf s = {0}, again = {0};
+	unsigned npatch = fz_u8(z) % 5;
+	size_t len;
+
+	state_save(f, &s);
+	if (s.failed || s.len == 0)
+		abort();
+	for (unsigned i = 0; i < npatch; i++) {
+		size_t off = fz_u16(z) % s.len;
+
+		s.data[off] ^= fz_u8(z);
+	}
+	len = fz_u16(z);
+	if (len == 0 || len > s.len)
+		len = s.len;
+	if (state_restore(f, s.data, len)) {
+		state_save(f, &again);
+		if (again.failed || !state_restore(f, again.data, again.len)) {
+			fprintf(stderr, "%s: a restored state does not restore again\n",
+			        f->de->name);
+			abort();
+		}
+	}
+	sbuf_free(&s);
+	sbuf_free(&again);
+}
+
 FUZZ_TARGET(setup_once)
 
 static void fuzz_one(struct fz *z)
@@ -268,6 +329,10 @@ static void fuzz_one(struct fz *z)
 		struct ctl *c = &ctl[i];
 		bool fix = op & 0x40;
 
+		if (op & 0x08) {
+			state_op(pci_get(i), z);
+			continue;
+		}
 		switch (op & 7) {
 		case 0:
 			fz_ram_write(z, ram, RAM_SIZE, 4);
