@@ -169,6 +169,9 @@ void vq_push(struct virtqueue *vq, uint16_t head, uint32_t len)
 	u->len = len;
 	vq->used_idx++;
 	ring_store(&vq->used_hdr[1], vq->used_idx);
+	/* The ring's pointers were taken when the queue started: tell a
+	 * migration's dirty tracking (vmm/mem.h) of the used ring. */
+	gmem_mark_dirty(vq->gm, vq->used_gpa, 6 + 8ull * vq->size);
 }
 
 bool vq_should_notify(struct virtqueue *vq)
@@ -196,10 +199,13 @@ bool vq_enable_kicks(struct virtqueue *vq, bool enable)
 	if (!vq->ready)
 		return false;
 	if (vq->event_idx) {
-		if (enable)
+		if (enable) {
 			ring_store(vq->avail_event, vq->last_avail);
+			gmem_mark_dirty(vq->gm, vq->used_gpa, 6 + 8ull * vq->size);
+		}
 	} else {
 		ring_store(&vq->used_hdr[0], enable ? 0 : VRING_USED_F_NO_NOTIFY);
+		gmem_mark_dirty(vq->gm, vq->used_gpa, 4);
 	}
 	if (!enable)
 		return false;

@@ -561,6 +561,9 @@ static void cq_post(struct nvme_cq *cq, const struct nvme_sq *sq, uint16_t cid, 
 	memcpy(slot, &e, 12);
 	__atomic_store_n((uint16_t *)(slot + 12), e.cid, __ATOMIC_RELAXED);
 	__atomic_store_n((uint16_t *)(slot + 14), sf, __ATOMIC_RELEASE);
+	/* The ring's pointer was taken at Create I/O CQ: tell a migration's
+	 * dirty tracking of this entry (vmm/mem.h). */
+	gmem_mark_dirty(sq->c->mem, cq->gpa + (uint64_t)cq->tail * NVME_CQE_SIZE, NVME_CQE_SIZE);
 	if (cq->tail + 1 == cq->size)
 		cq->phase = !cq->phase;
 	__atomic_store_n(&cq->tail, (cq->tail + 1) % cq->size, __ATOMIC_RELEASE);

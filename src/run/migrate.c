@@ -208,9 +208,10 @@ static void free_bitmaps(struct source *s)
 	free(s->scratch);
 }
 
-/* KVM's and khyve's own dirty pages since the last call into s->dirty;
- * the number of pages now marked, or -1. */
-static long long collect_dirty(struct source *s, char *err, size_t errlen)
+/* KVM's dirty pages since the last call and khyve's own (kept until the
+ * final round: gmem_dirty_take) into s->dirty; the number of pages now
+ * marked, or -1. */
+static long long collect_dirty(struct source *s, bool final, char *err, size_t errlen)
 {
 	struct guest_mem *gm = &s->m->vm.mem;
 	long long pages = 0;
@@ -222,7 +223,7 @@ static long long collect_dirty(struct source *s, char *err, size_t errlen)
 			snprintf(err, errlen, "KVM_GET_DIRTY_LOG: %s", strerror(errno));
 			return -1;
 		}
-		gmem_dirty_take(gm, i, s->dirty[i]);
+		gmem_dirty_take(gm, i, s->dirty[i], final);
 		for (size_t w = 0; w < gmem_dirty_words(gm->region[i].size); w++)
 			pages += __builtin_popcountll(s->dirty[i][w]);
 	}
@@ -267,7 +268,7 @@ static int precopy(struct source *s, char *err, size_t errlen)
 	if (send_round(s, true) < 0)
 		return -1;
 	for (unsigned round = 1; round <= MIGRATE_MAX_ROUNDS; round++) {
-		long long pages = collect_dirty(s, err, errlen);
+		long long pages = collect_dirty(s, false, err, errlen);
 		double est_ms;
 
 		if (pages < 0)
@@ -306,7 +307,7 @@ static int send_final(struct source *s, char *err, size_t errlen)
 {
 	struct snapfile_writer *w = s->w;
 
-	if (collect_dirty(s, err, errlen) < 0 ||
+	if (collect_dirty(s, true, err, errlen) < 0 ||
 	    snapshot_write_sections(s->m, w, s->dirty, err, errlen) < 0)
 		return -1;
 	s->w = NULL;

@@ -49,6 +49,14 @@ void *gmem_ptr(const struct guest_mem *gm, uint64_t gpa, uint64_t len, bool writ
 
 	if (r == NULL || (write && r->readonly))
 		return NULL;
+	/* A device asking to write is about to: while a migration tracks
+	 * pages, every device path that writes guest RAM through a pointer
+	 * (used rings, descriptor buffers, completion queues, FISes) is
+	 * counted here, before the write; gmem_dirty_take() keeps these
+	 * marks until the final round, when the devices are quiesced and
+	 * every such write is done. */
+	if (write)
+		gmem_mark_dirty(gm, gpa, len);
 	return r->hva + (gpa - r->gpa);
 }
 
@@ -134,7 +142,7 @@ void gmem_mark_dirty(const struct guest_mem *gm, uint64_t gpa, uint64_t len)
 		__atomic_fetch_or(&r->dirty[p / 64], 1ull << (p % 64), __ATOMIC_RELEASE);
 }
 
-void gmem_dirty_take(struct guest_mem *gm, unsigned idx, uint64_t *out)
+void gmem_dirty_take(struct guest_mem *gm, unsigned idx, uint64_t *out, bool clear)
 {
 	struct gmem_region *r;
 
@@ -142,5 +150,6 @@ void gmem_dirty_take(struct guest_mem *gm, unsigned idx, uint64_t *out)
 		return;
 	r = &gm->region[idx];
 	for (size_t w = 0; w < gmem_dirty_words(r->size); w++)
-		out[w] |= __atomic_exchange_n(&r->dirty[w], 0, __ATOMIC_ACQ_REL);
+		out[w] |= clear ? __atomic_exchange_n(&r->dirty[w], 0, __ATOMIC_ACQ_REL)
+		                : __atomic_load_n(&r->dirty[w], __ATOMIC_ACQUIRE);
 }

@@ -78,18 +78,20 @@ void gmem_dirty_stop(struct guest_mem *gm);
 void gmem_dirty_free(struct guest_mem *gm);
 
 /*
- * Record that khyve wrote [gpa, gpa+len) of guest RAM (a no-op unless
- * tracking is on, or outside RAM).  Thread-safe, lock-free; any device
- * thread that writes guest memory through a gmem_ptr() pointer calls it
- * after the write.  gmem_write() calls it itself.
+ * Record that khyve writes [gpa, gpa+len) of guest RAM (a no-op unless
+ * tracking is on, or outside RAM).  Thread-safe, lock-free.  gmem_ptr()
+ * with `write` and gmem_write() call it themselves, so a device need not.
  */
 void gmem_mark_dirty(const struct guest_mem *gm, uint64_t gpa, uint64_t len);
 
 /*
- * OR region `idx`'s recorded pages into `out` (same layout) and clear
- * them, word by word atomically.  No-op for a region without a bitmap.
+ * OR region `idx`'s recorded pages into `out` (same layout), word by word
+ * atomically; with `clear` the marks are cleared too.  A pre-copy round
+ * takes them without clearing: a mark comes when a device gets its
+ * pointer, before it writes, so only the final round, after the devices
+ * were quiesced, may clear them.  No-op for a region without a bitmap.
  */
-void gmem_dirty_take(struct guest_mem *gm, unsigned idx, uint64_t *out);
+void gmem_dirty_take(struct guest_mem *gm, unsigned idx, uint64_t *out, bool clear);
 
 /* Words of a dirty bitmap for `size` bytes. */
 static inline size_t gmem_dirty_words(uint64_t size)

@@ -94,13 +94,13 @@ static void test_dirty_log_names_the_guests_writes(void **state)
 	assert_false(page_set(bits, CODE_GPA));
 	assert_false(page_set(bits, 0x5000));
 	assert_false(page_set(bits, 0x6000));
-	gmem_dirty_take(&vm.mem, r0, bits);
+	gmem_dirty_take(&vm.mem, r0, bits, true);
 	assert_true(page_set(bits, 0x6000));
 
 	/* Taken means cleared: nothing new until the guest writes again. */
 	memset(bits, 0, words * sizeof(*bits));
 	assert_int_equal(vm_dirty_log_take(&vm, r0, bits, scratch), 0);
-	gmem_dirty_take(&vm.mem, r0, bits);
+	gmem_dirty_take(&vm.mem, r0, bits, true);
 	assert_false(page_set(bits, COUNT_GPA));
 	assert_false(page_set(bits, 0x6000));
 	run_to_out(vm.vcpus[0]);

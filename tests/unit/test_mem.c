@@ -221,17 +221,29 @@ static void test_dirty(void **state)
 	gmem_mark_dirty(&gm, 69 * 4096, 8192);                   /* past the end: ignored */
 	gmem_mark_dirty(&gm, 0xfffff000, 16);                    /* ROM: ignored */
 	gmem_mark_dirty(&gm, ~0ull - 2, 8);                      /* wraps: ignored */
-	gmem_dirty_take(&gm, 0, bits);
+	/* A pre-copy round's take keeps the marks: the write behind a
+	 * pointer may still be under way. */
+	gmem_dirty_take(&gm, 0, bits, false);
 	assert_int_equal(bits[0], 6);
 	assert_int_equal(bits[1], 2);
 	memset(bits, 0, sizeof(bits));
-	gmem_dirty_take(&gm, 0, bits);
-	gmem_dirty_take(&gm, 1, bits); /* no bitmap: nothing */
-	gmem_dirty_take(&gm, 9, bits); /* no region: nothing */
+	gmem_dirty_take(&gm, 0, bits, true);
+	assert_int_equal(bits[0], 6);
+	assert_int_equal(bits[1], 2);
+	memset(bits, 0, sizeof(bits));
+	gmem_dirty_take(&gm, 0, bits, true);
+	gmem_dirty_take(&gm, 1, bits, true); /* no bitmap: nothing */
+	gmem_dirty_take(&gm, 9, bits, true); /* no region: nothing */
 	assert_int_equal(bits[0] | bits[1], 0);
+	/* Asking for a pointer to write counts as a write. */
+	assert_non_null(gmem_ptr(&gm, 3 * 4096, 16, true));
+	assert_non_null(gmem_ptr(&gm, 5 * 4096, 16, false));
+	gmem_dirty_take(&gm, 0, bits, true);
+	assert_int_equal(bits[0], 1u << 3);
+	memset(bits, 0, sizeof(bits));
 	gmem_dirty_stop(&gm);
 	gmem_mark_dirty(&gm, 0, 1);
-	gmem_dirty_take(&gm, 0, bits);
+	gmem_dirty_take(&gm, 0, bits, true);
 	assert_int_equal(bits[0], 0);
 	gmem_dirty_free(&gm);
 	assert_null(gm.region[0].dirty);

@@ -288,7 +288,36 @@ static bool wait_used(uint16_t want)
 	return false;
 }
 
+static unsigned thread_count_now(void);
+
+/*
+ * The threads of this process once the count holds still: a thread that
+ * pthread_join() has returned for can stay in /proc/self/task a moment
+ * longer (the kernel reaps it after it cleared its tid), so one reading
+ * may count a worker an earlier test or step already stopped.  Waits for
+ * `want` (if not 0) or three equal readings, at most 2 s.
+ */
+static unsigned thread_count_settled(unsigned want)
+{
+	unsigned n = thread_count_now(), same = 0;
+
+	for (int i = 0; i < 400 && (want ? n != want : same < 3); i++) {
+		unsigned now;
+
+		usleep(5000);
+		now = thread_count_now();
+		same = now == n ? same + 1 : 0;
+		n = now;
+	}
+	return n;
+}
+
 static unsigned thread_count(void)
+{
+	return thread_count_settled(0);
+}
+
+static unsigned thread_count_now(void)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
@@ -1156,7 +1185,7 @@ static void test_request_end_to_end(void **state)
 	avail_add(8, 0);
 	set_status(ST_ACK | ST_DRV | ST_FOK | ST_DOK);
 	assert_int_equal(status(), ST_ACK | ST_DRV | ST_FOK | ST_DOK);
-	assert_int_equal(thread_count(), threads + 1);
+	assert_int_equal(thread_count_settled(threads + 1), threads + 1);
 	assert_true(wait_used(1));
 	assert_int_equal(get32(USED_GPA + 4), 0);
 	assert_int_equal(get32(USED_GPA + 8), 164);
@@ -1188,7 +1217,7 @@ static void test_request_end_to_end(void **state)
 
 	/* Reset stops (and joins) the worker. */
 	set_status(0);
-	assert_int_equal(thread_count(), threads);
+	assert_int_equal(thread_count_settled(threads), threads);
 	assert_false(vd->queue[0].vq.ready);
 }
 
@@ -1208,7 +1237,7 @@ static void test_request_msix_event_idx(void **state)
 	fd = pci_msix_irqfd(f, 0);
 	assert_true(fd >= 0);
 	set_status(ST_ACK | ST_DRV | ST_FOK | ST_DOK);
-	assert_int_equal(thread_count(), threads + 1);
+	assert_int_equal(thread_count_settled(threads + 1), threads + 1);
 	/* An indirect request with 3 writable buffers. */
 	struct vring_desc table[3] = {
 	    {DATA_GPA, 10, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 2},
@@ -1236,7 +1265,7 @@ static void test_request_msix_event_idx(void **state)
 		usleep(1000);
 	assert_int_equal(get16(USED_GPA + 4 + 8 * 4), 1);
 	set_status(0);
-	assert_int_equal(thread_count(), threads);
+	assert_int_equal(thread_count_settled(threads), threads);
 }
 
 /* ---- checks that can crash or hang, in a child process ---- */
@@ -1347,13 +1376,13 @@ static const char *driver_ok_cleared_body(void)
 	if (!negotiate(0))
 		return "negotiation failed";
 	set_status(ST_ACK | ST_DRV | ST_FOK | ST_DOK);
-	if (thread_count() != threads + 1)
+	if (thread_count_settled(threads + 1) != threads + 1)
 		return "no worker thread after DRIVER_OK";
 	/* A (misbehaving) driver clears DRIVER_OK without a reset... */
 	set_status(ST_ACK | ST_DRV | ST_FOK);
 	/* ... then resets: the worker must be gone afterwards. */
 	set_status(0);
-	if (thread_count() != threads)
+	if (thread_count_settled(threads) != threads)
 		return "the worker thread survived the reset";
 	return NULL;
 }
