@@ -126,7 +126,13 @@ int machine_state_restore_one(struct machine *m, unsigned i, const void *data, s
 	if (p->ops->restore(p->arg, &in, why, sizeof(why)) < 0) {
 		if (why[0] == '\0' && in.failed)
 			snprintf(why, sizeof(why), "%s", in.why);
-		snprintf(err, errlen, "%s: %s", p->name, why[0] ? why : "cannot restore its state");
+		/* A participant that names itself (the PCI layer does) is not
+		 * named twice. */
+		if (strncmp(why, p->name, strlen(p->name)) == 0 && why[strlen(p->name)] == ':')
+			snprintf(err, errlen, "%s", why);
+		else
+			snprintf(err, errlen, "%s: %s", p->name,
+			         why[0] ? why : "cannot restore its state");
 		return -1;
 	}
 	return sbuf_reader_done(&in, p->name, err, errlen);

@@ -1687,7 +1687,9 @@ static void ahci_bar_write(struct pci_func *f, int bar, uint64_t offset, unsigne
  * pci_devemu.quiesce: commands run from start to end under the HBA lock
  * in the vCPU thread that issued them, so once the lock is ours none is
  * executing (slots still set in PxCI wait for a port that is stopped or
- * halted; a restore scans them again).  Bounded by AHCI_QUIESCE_NS.
+ * halted; a restore scans them again).  Bounded by AHCI_QUIESCE_NS.  Then
+ * every disk's image is made stable (blockif_flush), so that what the
+ * saved guest was told is written stays written.
  */
 static int ahci_quiesce(struct pci_func *f, char *err, size_t errlen)
 {
@@ -1701,6 +1703,17 @@ static int ahci_quiesce(struct pci_func *f, char *err, size_t errlen)
 		return -1;
 	}
 	pthread_mutex_unlock(&h->lock);
+	for (unsigned i = 0; i < AHCI_MAX_PORTS; i++) {
+		int e;
+
+		if (!h->port[i].present || h->port[i].atapi || h->port[i].bi == NULL)
+			continue;
+		if ((e = blockif_flush(h->port[i].bi)) < 0) {
+			snprintf(err, errlen, "ahci: port %u: cannot flush the image: %s", i,
+			         strerror(-e));
+			return -1;
+		}
+	}
 	return 0;
 }
 

@@ -2309,15 +2309,15 @@ static void sq_release_hold(struct nvme_sq *sq)
 /*
  * pci_devemu.quiesce: hold every I/O SQ thread once its fetched commands
  * have completed, posted and interrupted (1 s for all of them).  The admin
- * queue runs in vCPU threads, which are paused.  The image is flushed by
- * the checkpoint afterwards (blockif_flush), not here: this runs in the
- * sandboxed API thread, which may not set up an I/O context.
+ * queue runs in vCPU threads, which are paused.  Then the image is made
+ * stable (blockif_flush: an fdatasync, which the API thread may make), so
+ * that what the saved guest was told is written stays written.
  */
 static int nvme_quiesce(struct pci_func *f, char *err, size_t errlen)
 {
 	struct nvme_ctrl *c = f->softc;
 	struct timespec deadline;
-	int rc = 0;
+	int rc = 0, e;
 
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += 1;
@@ -2332,6 +2332,10 @@ static int nvme_quiesce(struct pci_func *f, char *err, size_t errlen)
 		}
 	}
 	pthread_rwlock_unlock(&c->qlock);
+	if (rc == 0 && (e = blockif_flush(c->bi)) < 0) {
+		snprintf(err, errlen, "nvme: cannot flush the image: %s", strerror(-e));
+		rc = -1;
+	}
 	return rc;
 }
 

@@ -306,7 +306,18 @@ static int pflash_restore(void *arg, struct sbuf_reader *in, char *err, size_t e
 	return 0;
 }
 
+/* A checkpoint writes the variable store back first: like a disk, the
+ * store is not in the state file, its file is. */
+static int pflash_quiesce(void *arg, char *err, size_t errlen)
+{
+	if (pflash_sync(arg) == 0)
+		return 0;
+	snprintf(err, errlen, "cannot write the variable store back: %s", strerror(errno));
+	return -1;
+}
+
 const struct state_ops pflash_state_ops = {
+    .quiesce = pflash_quiesce,
     .save = pflash_save,
     .restore = pflash_restore,
 };
