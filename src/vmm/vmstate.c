@@ -244,17 +244,58 @@ static int vcpu_ioctl(struct vcpu *v, unsigned long req, void *arg, const char *
 	return -1;
 }
 
+/*
+ * How many CPUID entries the vCPU has.  KVM_GET_CPUID2 cannot be trusted
+ * to say: Linux 6.1 (the lab's) leaves the caller's `nent` as it was after
+ * a successful call, so asking with room for 512 reads 512 entries, zeros
+ * past the real ones, and neither 6.1 nor later copy the count back on
+ * E2BIG.  A call succeeds exactly when `nent` is at least the count, so
+ * find the smallest that does (nine calls).  0 on error.
+ */
+static unsigned cpuid_count(struct vcpu *v)
+{
+	struct kvm_cpuid2 *c =
+	    calloc(1, sizeof(*c) + VMSTATE_MAX_CPUID * sizeof(struct kvm_cpuid_entry2));
+	unsigned lo = 1, hi = VMSTATE_MAX_CPUID;
+
+	if (c == NULL)
+		return 0;
+	c->nent = hi;
+	if (ioctl(v->fd, KVM_GET_CPUID2, c) < 0) {
+		free(c);
+		return 0;
+	}
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		c->nent = mid;
+		if (ioctl(v->fd, KVM_GET_CPUID2, c) == 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	free(c);
+	return lo;
+}
+
 static int get_cpuid(struct vcpu *v, struct vcpu_image *s, char *err, size_t errlen)
 {
 	struct kvm_cpuid2 *c =
 	    calloc(1, sizeof(*c) + VMSTATE_MAX_CPUID * sizeof(struct kvm_cpuid_entry2));
+	unsigned n;
 	int rc;
 
 	if (c == NULL) {
 		snprintf(err, errlen, "vCPU %u: out of memory", v->index);
 		return -1;
 	}
-	c->nent = VMSTATE_MAX_CPUID;
+	n = cpuid_count(v);
+	if (n == 0) {
+		snprintf(err, errlen, "vCPU %u: KVM_GET_CPUID2: %s", v->index, strerror(errno));
+		free(c);
+		return -1;
+	}
+	c->nent = n;
 	rc = vcpu_ioctl(v, KVM_GET_CPUID2, c, "KVM_GET_CPUID2", err, errlen);
 	if (rc == 0) {
 		s->ncpuid = c->nent > VMSTATE_MAX_CPUID ? VMSTATE_MAX_CPUID : c->nent;
@@ -930,6 +971,11 @@ static int set_cpuid(struct vcpu *v, const struct vcpu_image *s, char *err, size
 	memcpy(c->entries, s->cpuid, s->ncpuid * sizeof(c->entries[0]));
 	rc = vcpu_ioctl(v, KVM_SET_CPUID2, c, "KVM_SET_CPUID2", err, errlen);
 	free(c);
+	if (rc < 0) {
+		size_t n = strlen(err);
+
+		snprintf(err + n, errlen - n, " (%u entries)", s->ncpuid);
+	}
 	return rc;
 }
 
@@ -1051,7 +1097,7 @@ static int vcpu_check(struct vcpu *v, const struct vcpu_image *s, bool *set_khz,
 		snprintf(err, errlen, "vCPU %u: out of memory", v->index);
 		return -1;
 	}
-	fresh->nent = VMSTATE_MAX_CPUID;
+	fresh->nent = cpuid_count(v);
 	if (s->apic_id != v->apic_id)
 		snprintf(err, errlen, "vCPU %u: saved for APIC ID %u, this vCPU has %u", v->index,
 		         s->apic_id, v->apic_id);
