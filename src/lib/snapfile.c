@@ -231,25 +231,20 @@ int snapfile_write(struct snapfile_writer *w, const void *buf, size_t len)
 	if (len > SNAPFILE_MAX_SECTION - w->sec_len)
 		return wfail(w, "state file: section '%s' over %llu bytes", (const char *)w->name,
 		             (unsigned long long)SNAPFILE_MAX_SECTION);
-	SHA256Update(&w->sec_hash, p, len);
 	w->sec_len += len;
 	while (len > 0) {
-		size_t take;
+		size_t take = WBUF_LEN - w->buf_used;
 
-		/* Large writes (RAM) go out as they are, without a copy. */
-		if (w->buf_used == 0 && len >= WBUF_LEN) {
-			take = len < SNAPFILE_MAX_CHUNK ? len : SNAPFILE_MAX_CHUNK;
-			if (write_chunk(w, p, take) < 0)
-				return -1;
-		} else {
-			take = WBUF_LEN - w->buf_used;
-			if (take > len)
-				take = len;
-			memcpy(w->buf + w->buf_used, p, take);
-			w->buf_used += take;
-			if (w->buf_used == WBUF_LEN && flush_buf(w) < 0)
-				return -1;
-		}
+		/* Copied first, then hashed and sent from the copy: during a
+		 * live migration's pre-copy the guest writes `buf` (its RAM)
+		 * while it is read, and the hash must be of the bytes sent. */
+		if (take > len)
+			take = len;
+		memcpy(w->buf + w->buf_used, p, take);
+		SHA256Update(&w->sec_hash, w->buf + w->buf_used, take);
+		w->buf_used += take;
+		if (w->buf_used == WBUF_LEN && flush_buf(w) < 0)
+			return -1;
 		p += take;
 		len -= take;
 	}

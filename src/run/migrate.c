@@ -143,6 +143,10 @@ struct source {
 	uint64_t downtime_ms;
 	double bytes_per_ms; /* measured over the last round */
 	bool logging, paused_here, quiesced;
+	/* For the log line at the end: rounds sent, bytes of the stream,
+	 * CLOCK_MONOTONIC at the start and at the pause. */
+	unsigned rounds;
+	uint64_t bytes, start_ns, pause_ns;
 };
 
 static int parse_downtime(uint64_t *out, char *err, size_t errlen)
@@ -259,6 +263,7 @@ static int send_round(struct source *s, bool full)
 	}
 	ms = (monotonic_ns() - t0) / 1000000u;
 	s->bytes_per_ms = (double)(snapfile_bytes_written(s->w) - b0) / (double)(ms ? ms : 1);
+	s->rounds++;
 	return 0;
 }
 
@@ -289,6 +294,8 @@ static int pause_and_quiesce(struct source *s, char *err, size_t errlen)
 {
 	int rc = machine_pause(s->m, MIGRATE_PAUSE_MS);
 
+	s->pause_ns = monotonic_ns();
+
 	if (rc != 0 && rc != -EALREADY) {
 		snprintf(err, errlen, "%s",
 		         rc == -ETIMEDOUT ? "the vCPUs did not stop within 1 s"
@@ -310,6 +317,7 @@ static int send_final(struct source *s, char *err, size_t errlen)
 	if (collect_dirty(s, true, err, errlen) < 0 ||
 	    snapshot_write_sections(s->m, w, s->dirty, err, errlen) < 0)
 		return -1;
+	s->bytes = snapfile_bytes_written(w);
 	s->w = NULL;
 	return snapfile_finish(w, err, errlen);
 }
@@ -390,7 +398,7 @@ static int migrate_until_loaded(struct source *s, char *err, size_t errlen)
 
 enum migrate_outcome migrate_send(struct machine *m, int fd, char *err, size_t errlen)
 {
-	struct source s = {.m = m, .fd = fd};
+	struct source s = {.m = m, .fd = fd, .start_ns = monotonic_ns()};
 	enum migrate_outcome out = MIGRATE_FAILED;
 
 	err[0] = '\0';
@@ -410,7 +418,14 @@ enum migrate_outcome migrate_send(struct machine *m, int fd, char *err, size_t e
 		         "; COMMIT was sent, so the guest stays paused here (check the target)");
 		out = MIGRATE_UNCERTAIN;
 	} else {
+		uint64_t now = monotonic_ns();
+
 		out = MIGRATE_DONE;
+		log_info("migration: %u rounds and the final state, %llu MiB in %llu ms; the guest "
+		         "was paused %llu ms (until the target's OK running)",
+		         s.rounds, (unsigned long long)(s.bytes >> 20),
+		         (unsigned long long)((now - s.start_ns) / 1000000u),
+		         (unsigned long long)((now - s.pause_ns) / 1000000u));
 	}
 	if (s.logging)
 		vm_dirty_log_stop(&m->vm);
