@@ -56,7 +56,7 @@ const struct vm_command vm_commands[] = {
     {"iso", cmd_iso, "iso [url|file]"},
     {"img", cmd_img, "img [url|file]"},
     {"clone", cmd_clone, "clone name[@snapshot] new-name"},
-    {"snapshot", cmd_snapshot, "snapshot [-f] name[@snapshot]"},
+    {"snapshot", cmd_snapshot, "snapshot [-f] [-m] name[@snapshot]"},
     {"rollback", cmd_rollback, "rollback [-r] name@snapshot"},
     {"web", cmd_web, "web [-l addr:port] [-c cert -k key]"},
     {"help", cmd_help, "help"},

@@ -44,9 +44,14 @@ static bool clone_skips(const char *dir, const char *name)
 static int clone_sources(const char *dir, bool from_snapshot, struct disk_files *f, char *err,
                          size_t errlen)
 {
+	char memory[NAME_MAX + 1] = "";
 	struct dirent **names;
-	int n = scandir(dir, &names, storage_visible_entry, alphasort);
+	int n;
 
+	/* A snapshot's memory state is not the clone's: it has new MACs and boots. */
+	if (from_snapshot && storage_snapshot_memory(dir, memory, err, errlen) < 0)
+		return -1;
+	n = scandir(dir, &names, storage_visible_entry, alphasort);
 	f->n = 0;
 	if (n < 0) {
 		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
@@ -54,7 +59,8 @@ static int clone_sources(const char *dir, bool from_snapshot, struct disk_files 
 	}
 	for (int i = 0; i < n; i++) {
 		const char *e = names[i]->d_name;
-		bool take = (from_snapshot || !clone_skips(dir, e)) && strlen(e) <= NAME_MAX;
+		bool take = (from_snapshot ? strcmp(e, memory) != 0 : !clone_skips(dir, e)) &&
+		            strlen(e) <= NAME_MAX;
 
 		if (take && f->n == MAX_DISKS)
 			snprintf(err, errlen, "%s: too many files to clone", dir);

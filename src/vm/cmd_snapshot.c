@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "vm/khyvecmd.h"
+#include "vm/snapmem.h"
 #include "vm/state.h"
 #include "vm/util.h"
 #include "vm/storage.h"
@@ -91,8 +92,10 @@ long storage_snapshot_index(const struct snap_set *s, const char *name)
 	return -1;
 }
 
-/* .snapshot for a new snapshot: the next seq and the time. */
-static int write_snap_meta(const char *dir, unsigned long seq, char *err, size_t errlen)
+/* .snapshot for a new snapshot: the next seq, the time and the name of its
+ * memory state file (NULL: none). */
+static int write_snap_meta(const char *dir, unsigned long seq, const char *memory, char *err,
+                           size_t errlen)
 {
 	struct rcconf *meta = rcconf_new();
 	char path[PATH_MAX], num[32], when[64];
@@ -102,10 +105,41 @@ static int write_snap_meta(const char *dir, unsigned long seq, char *err, size_t
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %z", localtime(&now));
 	snprintf(num, sizeof(num), "%lu", seq);
 	if (meta && storage_join(path, dir, SNAP_META, err, errlen) == 0 &&
-	    rcconf_set(meta, "seq", num) == 0 && rcconf_set(meta, "created", when) == 0)
+	    rcconf_set(meta, "seq", num) == 0 && rcconf_set(meta, "created", when) == 0 &&
+	    (!memory || rcconf_set(meta, SNAP_META_MEMORY, memory) == 0))
 		rc = rcconf_save(meta, path, err, errlen);
 	else if (!meta)
 		snprintf(err, errlen, "out of memory");
+	rcconf_free(meta);
+	return rc;
+}
+
+/* A name a snapshot's .snapshot may give its memory state: a visible
+ * NAME.state file of the folder itself (never one of its disks). */
+static bool memory_name_valid(const char *v)
+{
+	return *v && *v != '.' && !strchr(v, '/') && strlen(v) <= NAME_MAX &&
+	       storage_has_suffix(v, VM_STATE_SUFFIX);
+}
+
+int storage_snapshot_memory(const char *snap_dir, char *out, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	struct rcconf *meta;
+	int rc = 0;
+
+	out[0] = '\0';
+	if (storage_join(path, snap_dir, SNAP_META, err, errlen) < 0 ||
+	    !(meta = rcconf_load(path, err, errlen)))
+		return -1;
+	const char *v = rcconf_get_default(meta, SNAP_META_MEMORY, "");
+	if (*v && !memory_name_valid(v)) {
+		snprintf(err, errlen, "%s: %s=\"%s\" is not a file of the snapshot", path,
+		         SNAP_META_MEMORY, v);
+		rc = -1;
+	} else {
+		strcpy(out, v); /* memory_name_valid(): short enough */
+	}
 	rcconf_free(meta);
 	return rc;
 }
@@ -157,9 +191,60 @@ static bool real_dir(const char *path)
 	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* What a snapshot keeps besides the configuration and the disks. */
+enum snap_memory {
+	MEM_NONE,
+	MEM_CHECKPOINT, /* running: its khyve saves the memory into the snapshot */
+	MEM_SUSPENDED,  /* Suspended: its NAME.state is copied with the disks */
+};
+
+/* One snapshot being made in its temporary folder. */
+struct snap_job {
+	const struct vm_guest *g;
+	struct disk_files *f; /* NAME.conf, the disks (and NAME.state) */
+	const char *tmp;      /* .snapshots/.SNAP.XXXXXX */
+	unsigned long seq;
+	const char *memory; /* the state file's name in the snapshot, or NULL */
+};
+
+/* Copy the files and write .snapshot (snapmem_disks_fn). */
+static int take_files(void *arg, char *err, size_t errlen)
+{
+	const struct snap_job *j = arg;
+
+	if (storage_copy_into(j->g->dir, j->f->name, j->f->n, "--preserve=mode,timestamps", j->tmp,
+	                      err, errlen) < 0)
+		return -1;
+	return write_snap_meta(j->tmp, j->seq, j->memory, err, errlen);
+}
+
+/* Fill `tmp` with the snapshot: for MEM_CHECKPOINT with the guest paused. */
+static int take_into(const struct vm_sys *sys, struct snap_job *j, enum snap_memory mem, char *err,
+                     size_t errlen)
+{
+	char state[PATH_MAX], name[NAME_MAX + 1];
+
+	if (mem == MEM_NONE)
+		return take_files(j, err, errlen);
+	if (snprintf(name, sizeof(name), "%s%s", j->g->name, VM_STATE_SUFFIX) >=
+	        (int)sizeof(name) ||
+	    (mem == MEM_SUSPENDED && j->f->n == MAX_DISKS)) {
+		snprintf(err, errlen, "%s: too many files", j->g->name);
+		return -1;
+	}
+	j->memory = name;
+	if (mem == MEM_SUSPENDED) {
+		strcpy(j->f->name[j->f->n++], name);
+		return take_files(j, err, errlen);
+	}
+	if (storage_join(state, j->tmp, name, err, errlen) < 0)
+		return -1;
+	return snapmem_take(sys, j->g, state, take_files, j, err, errlen);
+}
+
 /* Copy the files into .snapshots/.SNAP.XXXXXX, then rename it to SNAP. */
-static int snapshot_make(const struct vm_guest *g, const char *snap, unsigned long seq, char *err,
-                         size_t errlen)
+static int snapshot_make(const struct vm_sys *sys, const struct vm_guest *g, const char *snap,
+                         unsigned long seq, enum snap_memory mem, char *err, size_t errlen)
 {
 	char dir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
 	struct disk_files *f = calloc(1, sizeof(*f));
@@ -186,9 +271,8 @@ static int snapshot_make(const struct vm_guest *g, const char *snap, unsigned lo
 		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
 		goto out;
 	}
-	if (storage_copy_into(g->dir, f->name, f->n, "--preserve=mode,timestamps", tmp, err,
-	                      errlen) == 0 &&
-	    write_snap_meta(tmp, seq, err, errlen) == 0) {
+	struct snap_job job = {.g = g, .f = f, .tmp = tmp, .seq = seq};
+	if (take_into(sys, &job, mem, err, errlen) == 0) {
 		rc = storage_rename_noreplace(tmp, final);
 		if (rc < 0)
 			snprintf(err, errlen, "%s@%s: %s", g->name, snap,
@@ -204,15 +288,54 @@ out:
 	return rc;
 }
 
-static int snapshot_files_guest(const struct vm_sys *sys, struct vm_guest *g, const char *snap,
-                                bool force)
+/*
+ * What -m keeps of `g` now: a running guest's memory through its khyve, a
+ * Suspended one's saved state; MEM_NONE after the one-line refusal for a
+ * guest that has none (stopped) or does not run here.
+ */
+static enum snap_memory memory_source(const struct vm_sys *sys, const struct vm_guest *g)
 {
+	struct vm_status st;
+
+	vm_status_get(sys, g, &st);
+	if (st.state == VM_RUNNING)
+		return MEM_CHECKPOINT;
+	if (st.state == VM_SUSPENDED)
+		return MEM_SUSPENDED;
+	if (st.state == VM_LOCKED)
+		vm_error("%s is locked by host %s, not running here", g->name, st.host);
+	else
+		vm_error("%s is not running: a stopped guest has no memory state to keep (vm "
+		         "snapshot without -m takes its disks)",
+		         g->name);
+	return MEM_NONE;
+}
+
+/* -f and -m against the guest's state: 0 with *mem set, or 1 after the
+ * one-line refusal. */
+static int snapshot_allowed(const struct vm_sys *sys, const struct vm_guest *g, bool force,
+                            bool memory, enum snap_memory *mem)
+{
+	*mem = MEM_NONE;
+	if (memory)
+		return (*mem = memory_source(sys, g)) == MEM_NONE;
+	if (!force && !storage_guest_stopped(sys, g))
+		return vm_error("%s must be powered off first (use -f to override, or -m to keep "
+		                "its memory state too)",
+		                g->name);
+	return 0;
+}
+
+static int snapshot_files_guest(const struct vm_sys *sys, struct vm_guest *g, const char *snap,
+                                bool force, bool memory)
+{
+	enum snap_memory mem;
 	struct snap_set s;
 	char err[ERRLEN];
 	unsigned long seq;
 
-	if (!force && !storage_guest_stopped(sys, g))
-		return vm_error("%s must be powered off first (use -f to override)", g->name);
+	if (snapshot_allowed(sys, g, force, memory, &mem))
+		return 1;
 	if (storage_snapshots_read(g, &s) != 0)
 		return 1;
 	seq = s.n ? s.v[s.n - 1].seq + 1 : 1;
@@ -220,26 +343,81 @@ static int snapshot_files_guest(const struct vm_sys *sys, struct vm_guest *g, co
 	free(s.v);
 	if (taken)
 		return vm_error("%s@%s: already exists", g->name, snap);
-	if (snapshot_make(g, snap, seq, err, sizeof(err)) < 0)
+	if (snapshot_make(sys, g, snap, seq, mem, err, sizeof(err)) < 0)
 		return vm_error("%s", err);
 	return 0;
 }
 
+/* ZFS: the state goes into the dataset as DIR/NAME.state.snap for the
+ * snapshot to take, and out of the live dataset at once. */
+struct zfs_snap_job {
+	const char *dataset, *snap;
+};
+
+/* snapmem_disks_fn: zfs snapshot (which prints its own line). */
+static int zfs_take(void *arg, char *err, size_t errlen)
+{
+	const struct zfs_snap_job *j = arg;
+
+	(void)errlen;
+	err[0] = '\0';
+	return storage_zfs_snapshot(j->dataset, j->snap) ? -1 : 0;
+}
+
+static int zfs_snapshot_memory(const struct vm_sys *sys, const struct vm_guest *g,
+                               const char *dataset, const char *snap)
+{
+	struct zfs_snap_job j = {dataset, snap};
+	char state[PATH_MAX], err[ERRLEN];
+	int rc;
+
+	if (snprintf(state, sizeof(state), "%s/%s%s", g->dir, g->name, VM_SNAP_STATE_SUFFIX) >=
+	    (int)sizeof(state))
+		return vm_error("%s: path too long", g->dir);
+	if (storage_path_exists(state)) /* not ours to replace or remove */
+		return vm_error("%s is in the way (left by an interrupted vm snapshot -m?); remove "
+		                "it first",
+		                state);
+	rc = snapmem_take(sys, g, state, zfs_take, &j, err, sizeof(err));
+	unlink(state);
+	if (rc < 0)
+		return err[0] ? vm_error("%s", err) : 1;
+	return 0;
+}
+
+/* zfs snapshot of the guest's dataset; with -m of a running guest, its
+ * memory too (a Suspended guest's NAME.state is in the dataset already). */
+static int snapshot_zfs(const struct vm_sys *sys, struct vm_guest *g, const char *dataset,
+                        const char *snap, bool force, bool memory)
+{
+	enum snap_memory mem;
+
+	if (snapshot_allowed(sys, g, force, memory, &mem) || storage_need_zfs())
+		return 1;
+	if (mem == MEM_CHECKPOINT)
+		return zfs_snapshot_memory(sys, g, dataset, snap);
+	return storage_zfs_snapshot(dataset, snap);
+}
+
 int cmd_snapshot(struct vm_sys *sys, int argc, char **argv)
 {
+	static const char usage[] = "usage: vm snapshot [-f] [-m] name[@snapshot]";
 	char name[VM_NAME_MAX + 1], snap[SNAP_NAME_MAX + 1], err[ERRLEN], dataset[PATH_MAX];
 	struct vm_guest g;
-	bool force = false;
+	bool force = false, memory = false;
 	int opt, rc;
 
 	optind = 0;
-	while ((opt = getopt(argc, argv, "+:f")) != -1) {
-		if (opt != 'f')
-			return vm_error("usage: vm snapshot [-f] name[@snapshot]");
-		force = true;
+	while ((opt = getopt(argc, argv, "+:fm")) != -1) {
+		if (opt == 'f')
+			force = true;
+		else if (opt == 'm')
+			memory = true;
+		else
+			return vm_error("%s", usage);
 	}
 	if (argc - optind != 1)
-		return vm_error("usage: vm snapshot [-f] name[@snapshot]");
+		return vm_error("%s", usage);
 	if (vm_sys_require_init(sys, err, sizeof(err)) < 0)
 		return vm_error("%s", err);
 	if (storage_split_target(argv[optind], name, snap) < 0 ||
@@ -249,14 +427,10 @@ int cmd_snapshot(struct vm_sys *sys, int argc, char **argv)
 		time_t now = time(NULL);
 		strftime(snap, sizeof(snap), "%Y-%m-%d-%H:%M:%S", localtime(&now));
 	}
-	if (storage_guest_dataset(sys, &g, dataset, sizeof(dataset))) {
-		if (!force && !storage_guest_stopped(sys, &g))
-			rc = vm_error("%s must be powered off first (use -f to override)", g.name);
-		else
-			rc = storage_need_zfs() ? 1 : storage_zfs_snapshot(dataset, snap);
-	} else {
-		rc = snapshot_files_guest(sys, &g, snap, force);
-	}
+	if (storage_guest_dataset(sys, &g, dataset, sizeof(dataset)))
+		rc = snapshot_zfs(sys, &g, dataset, snap, force, memory);
+	else
+		rc = snapshot_files_guest(sys, &g, snap, force, memory);
 	vm_guest_free(&g);
 	return rc;
 }
@@ -292,34 +466,51 @@ static bool plain_file(const char *path)
 	return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Copy every file of the snapshot to a temporary name beside the file it
- * replaces; only when all copies are made are they renamed over. */
-static int restore_files(const struct vm_guest *g, const char *snap_dir, const struct disk_files *f,
-                         char *err, size_t errlen)
+/* Where file `name` of a snapshot goes back to: its own name, but the
+ * memory state `memory` becomes NAME.state (the guest's name now). */
+static int restore_name(const struct vm_guest *g, const char *name, const char *memory, char *out,
+                        size_t len)
 {
+	if (*memory && !strcmp(name, memory))
+		return snprintf(out, len, "%s%s", g->name, VM_STATE_SUFFIX) < (int)len ? 0 : -1;
+	return snprintf(out, len, "%s", name) < (int)len ? 0 : -1;
+}
+
+/* Copy every file of the snapshot to a temporary name beside the file it
+ * replaces; only when all copies are made are they renamed over, in the
+ * order of `f` (the memory state, which makes the guest Suspended, last). */
+static int restore_files(const struct vm_guest *g, const char *snap_dir, const struct disk_files *f,
+                         const char *memory, char *err, size_t errlen)
+{
+	char(*base)[NAME_MAX + 1] = calloc(f->n + 1, NAME_MAX + 1);
 	char(*tmp)[PATH_MAX] = calloc(f->n + 1, PATH_MAX);
 	char src[PATH_MAX], dst[PATH_MAX];
 	size_t i, made = 0;
 	int rc = 0;
 
-	if (!tmp) {
+	if (!tmp || !base) {
+		free(tmp);
+		free(base);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	for (i = 0; i < f->n && rc == 0; i++) {
 		rc = storage_join(src, snap_dir, f->name[i], err, errlen);
+		if (rc == 0 &&
+		    (rc = restore_name(g, f->name[i], memory, base[i], NAME_MAX + 1)) < 0)
+			snprintf(err, errlen, "%s: name too long", g->name);
 		if (rc == 0 && !plain_file(src)) { /* a link could bring in any host file */
 			snprintf(err, errlen, "%s: not a plain file", src);
 			rc = -1;
 		}
 		if (rc == 0 &&
-		    (rc = storage_temp_file(g->dir, f->name[i], tmp[i], err, errlen)) == 0) {
+		    (rc = storage_temp_file(g->dir, base[i], tmp[i], err, errlen)) == 0) {
 			made++;
 			rc = storage_copy_file(src, tmp[i], err, errlen);
 		}
 	}
 	for (i = 0; i < made; i++) {
-		if (rc == 0 && (rc = storage_join(dst, g->dir, f->name[i], err, errlen)) == 0 &&
+		if (rc == 0 && (rc = storage_join(dst, g->dir, base[i], err, errlen)) == 0 &&
 		    rename(tmp[i], dst) < 0) {
 			snprintf(err, errlen, "%s: %s", dst, strerror(errno));
 			rc = -1;
@@ -327,6 +518,7 @@ static int restore_files(const struct vm_guest *g, const char *snap_dir, const s
 		storage_temp_done(tmp[i], rc < 0);
 	}
 	free(tmp);
+	free(base);
 	return rc;
 }
 
@@ -371,11 +563,40 @@ static void newer_names(const struct snap_set *s, size_t i, char *out, size_t le
 		                         s->v[k].name);
 }
 
+/* A rollback that put a memory state back says what it means. */
+static void say_suspended(const struct vm_guest *g, const char *snap)
+{
+	printf("%s is Suspended in the state of %s@%s (vm start %s resumes it there)\n", g->name,
+	       g->name, snap, g->name);
+}
+
+/* Move the memory state `memory` (when the snapshot has one) to the end of
+ * its files, so that it is put back after the disks it belongs to. */
+static int memory_last(struct disk_files *f, const char *memory, const char *dir, char *err,
+                       size_t errlen)
+{
+	char keep[NAME_MAX + 1];
+	size_t i;
+
+	if (!*memory)
+		return 0;
+	for (i = 0; i < f->n && strcmp(f->name[i], memory); i++)
+		;
+	if (i == f->n) {
+		snprintf(err, errlen, "%s: its memory state %s is missing", dir, memory);
+		return -1;
+	}
+	strcpy(keep, f->name[i]);
+	memmove(&f->name[i], &f->name[i + 1], (f->n - i - 1) * sizeof(f->name[0]));
+	strcpy(f->name[f->n - 1], keep);
+	return 0;
+}
+
 static int rollback_files(struct vm_guest *g, const char *snap, bool recursive)
 {
 	struct snap_set s;
 	struct disk_files *f = NULL;
-	char base[PATH_MAX], dir[PATH_MAX], err[ERRLEN], newer[ERRLEN];
+	char base[PATH_MAX], dir[PATH_MAX], err[ERRLEN], newer[ERRLEN], memory[NAME_MAX + 1];
 	long i;
 	int rc = 1;
 
@@ -399,19 +620,42 @@ static int rollback_files(struct vm_guest *g, const char *snap, bool recursive)
 	if (vm_path(base, g->dir, SNAP_DIR) < 0 || vm_path(dir, base, snap) < 0)
 		snprintf(err, sizeof(err), "%s: path too long", g->dir);
 	else if (snapshot_contents(dir, f, err, sizeof(err)) == 0 &&
-	         restore_files(g, dir, f, err, sizeof(err)) == 0)
+	         storage_snapshot_memory(dir, memory, err, sizeof(err)) == 0 &&
+	         memory_last(f, memory, dir, err, sizeof(err)) == 0 &&
+	         restore_files(g, dir, f, memory, err, sizeof(err)) == 0)
 		rc = 0;
 	if (rc) {
 		vm_error("%s", err);
 		goto out;
 	}
 	warn_new_disks(g, f, snap);
+	if (*memory)
+		say_suspended(g, snap);
 	for (size_t k = (size_t)i + 1; k < s.n; k++)
 		snapshot_destroy(g, s.v[k].name);
 out:
 	free(f);
 	free(s.v);
 	return rc;
+}
+
+/* After a zfs rollback: a memory state the snapshot brought back becomes
+ * DIR/NAME.state (the guest Suspended).  0, or 1 after one line. */
+static int zfs_memory_back(const struct vm_guest *g, const char *snap)
+{
+	char from[PATH_MAX], to[PATH_MAX];
+	struct stat st;
+
+	if (snprintf(from, sizeof(from), "%s/%s%s", g->dir, g->name, VM_SNAP_STATE_SUFFIX) >=
+	        (int)sizeof(from) ||
+	    vm_state_path(g, to) < 0)
+		return vm_error("%s: path too long", g->dir);
+	if (lstat(from, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	if (rename(from, to) < 0)
+		return vm_error("%s: %s", to, strerror(errno));
+	say_suspended(g, snap);
+	return 0;
 }
 
 int cmd_rollback(struct vm_sys *sys, int argc, char **argv)
@@ -448,6 +692,8 @@ int cmd_rollback(struct vm_sys *sys, int argc, char **argv)
 		struct zfs_rollback_arg a = {snap, recursive};
 		rc = storage_need_zfs() ? 1
 		                        : storage_zfs_each(dataset, storage_zfs_rollback_one, &a);
+		if (rc == 0)
+			rc = zfs_memory_back(&g, snap);
 	} else {
 		rc = rollback_files(&g, snap, recursive);
 	}

@@ -161,6 +161,14 @@ int storage_zfs_clone_one(const char *fs, void *arg);
 /* The guest's snapshots, oldest first.  Hidden folders are ours, half made. */
 int storage_snapshots_read(const struct vm_guest *g, struct snap_set *s);
 
+/*
+ * The name of snapshot folder `snap_dir`'s memory state file (vm snapshot
+ * -m; its .snapshot's memory=) into `out` (NAME_MAX + 1 bytes), "" when it
+ * has none.  0, or -1 with one line in `err` (an unreadable .snapshot, a
+ * name that is not a visible file of the folder).
+ */
+int storage_snapshot_memory(const char *snap_dir, char *out, char *err, size_t errlen);
+
 /* Index of `name` in `s`, or -1. */
 long storage_snapshot_index(const struct snap_set *s, const char *name);
 

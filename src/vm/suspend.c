@@ -92,18 +92,17 @@ int vm_stop_mode_get(const struct vm_sys *sys, enum vm_stop_mode *mode)
 	                v);
 }
 
-int vm_suspend_request(const struct vm_sys *sys, const struct vm_guest *g, char *err, size_t errlen)
+int vm_khyvectl(const struct vm_sys *sys, const struct vm_guest *g, const char *action, char *err,
+                size_t errlen)
 {
-	char state[PATH_MAX], sock[PATH_MAX], why[1024];
-	char sock_arg[PATH_MAX + 16], state_arg[PATH_MAX + 16];
+	char sock[PATH_MAX], sock_arg[PATH_MAX + 16], why[1024];
 
-	if (vm_state_path(g, state) < 0 || vm_path(sock, g->dir, VM_API_SOCKET) < 0) {
+	if (vm_path(sock, g->dir, VM_API_SOCKET) < 0) {
 		snprintf(err, errlen, "%s: path too long", g->dir);
 		return -1;
 	}
 	snprintf(sock_arg, sizeof(sock_arg), "--socket=%s", sock);
-	snprintf(state_arg, sizeof(state_arg), "--suspend=%s", state);
-	const char *argv[] = {sys->khyvectl, sock_arg, state_arg, NULL};
+	const char *argv[] = {sys->khyvectl, sock_arg, action, NULL};
 	if (vm_tool_run(&(struct vm_tool){.argv = argv, .what = "khyvectl"}, why, sizeof(why)) <
 	    0) {
 		/* khyvectl's own lines start with its name already. */
@@ -114,6 +113,18 @@ int vm_suspend_request(const struct vm_sys *sys, const struct vm_guest *g, char 
 		return -1;
 	}
 	return 0;
+}
+
+int vm_suspend_request(const struct vm_sys *sys, const struct vm_guest *g, char *err, size_t errlen)
+{
+	char state[PATH_MAX], state_arg[PATH_MAX + 16];
+
+	if (vm_state_path(g, state) < 0) {
+		snprintf(err, errlen, "%s: path too long", g->dir);
+		return -1;
+	}
+	snprintf(state_arg, sizeof(state_arg), "--suspend=%s", state);
+	return vm_khyvectl(sys, g, state_arg, err, errlen);
 }
 
 void vm_guest_log(const struct vm_guest *g, const char *fmt, ...)

@@ -59,6 +59,15 @@ enum vm_stop_mode {
 int vm_stop_mode_get(const struct vm_sys *sys, enum vm_stop_mode *mode);
 
 /*
+ * Run `khyvectl --socket=DIR/khyve.sock ACTION` (sys->khyvectl) for the
+ * running guest `g` and wait for it; `action` is one of khyvectl's options
+ * ("--pause", "--checkpoint=FILE").  0, or -1 with khyvectl's one line in
+ * `err`.
+ */
+int vm_khyvectl(const struct vm_sys *sys, const struct vm_guest *g, const char *action, char *err,
+                size_t errlen);
+
+/*
  * Ask the running guest `g`'s khyve to suspend into DIR/NAME.state: runs
  * `khyvectl --socket=DIR/khyve.sock --suspend=DIR/NAME.state` (sys->khyvectl)
  * and waits for it (khyvectl returns once the file is complete; khyve

@@ -27,6 +27,8 @@ khc() { complete_words "$TOP/share/completion/khyve" _khyve "$@"; }
 [ "$(vmc destroy '')" = "alpha beta" ] || die "vm destroy: $(vmc destroy '')"
 [ "$(vmc switch cr)" = "create" ] || die "vm switch cr: $(vmc switch cr)"
 [ "$(vmc list -)" = "-r -v --json" ] || die "vm list -: $(vmc list -)"
+[ "$(vmc snapshot -)" = "-f -m" ] || die "vm snapshot -: $(vmc snapshot -)"
+[ "$(vmc snapshot -m b)" = "beta" ] || die "vm snapshot -m b: $(vmc snapshot -m b)"
 touch "$vm_dir/.iso/debian.iso"
 [ "$(vmc install alpha d)" = "debian.iso" ] || die "vm install alpha d: $(vmc install alpha d)"
 [ "$(khc khyve -s 4,virtio-b)" = "4,virtio-blk" ] || die "khyve -s 4,virtio-b: $(khc khyve -s 4,virtio-b)"
