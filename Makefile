@@ -62,7 +62,7 @@ KHYVE_SRC := src/cmd/khyve.c
 
 # The vm manager: src/vm/ (also linked into unit tests) and its main().
 VM_SRC := $(sort $(wildcard src/vm/*.c src/web/*.c)) src/lib/parse.c src/lib/mac.c src/lib/hostkvm.c \
-          src/lib/tty_escape.c src/lib/strescape.c src/lib/apiclient.c
+          src/lib/tty_escape.c src/lib/strescape.c src/lib/apiclient.c src/lib/file.c
 VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
 VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
 VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd libcurl libwebsockets openssl pam 2>/dev/null || \
@@ -78,7 +78,7 @@ WEB_SRC   := $(sort $(shell find share/web -path share/web/node_modules -prune -
 XTERM_DIR := $(BUILD)/npm/node_modules/@xterm/xterm
 
 # khyvectl (src/cmd/khyvectl.c): the API's command-line client.
-KHYVECTL_OBJ := $(BUILD)/obj/src/cmd/khyvectl.o $(BUILD)/obj/src/lib/apiclient.o
+KHYVECTL_OBJ := $(BUILD)/obj/src/cmd/khyvectl.o $(BUILD)/obj/src/lib/apiclient.o $(BUILD)/obj/src/lib/file.o
 KHYVECTL_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libcurl 2>/dev/null || echo -lcjson -lcurl) -lm
 
 CORE_OBJ      := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)

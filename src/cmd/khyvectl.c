@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "lib/apiclient.h"
+#include "lib/file.h"
 
 #define EXIT_DONE     0
 #define EXIT_VM_ERROR 1
@@ -718,6 +719,34 @@ static char *eject_body(const struct opts *o)
 	return body;
 }
 
+/*
+ * The end of a call that passed a descriptor after the 101 (--insert,
+ * --checkpoint, --suspend, --migrate) and did not succeed: `rc` and
+ * `status` as the call gave them, `err` the VM's answer or why the call
+ * failed.  Says why on stderr, but under --json the VM's answer goes to
+ * stdout instead (when `echo_json`: --insert printed it already), and
+ * returns the exit status.
+ */
+static int fd_call_failed(const struct opts *o, const char *sock, const char *target, int rc,
+                          long status, char *err, bool echo_json)
+{
+	if (rc == API_CALL_NO_VM) {
+		fprintf(stderr, "khyvectl: no VM at %s (%s)\n", sock, err);
+		return EXIT_NO_VM;
+	}
+	if (rc != API_CALL_OK) {
+		fprintf(stderr, "khyvectl: %s\n", err);
+		return EXIT_VM_ERROR;
+	}
+	if (o->json) {
+		if (echo_json)
+			printf("%s\n", err);
+		return EXIT_VM_ERROR;
+	}
+	struct apic_reply r = {.status = status, .body = err, .len = strlen(err)};
+	return vm_error(target, &r);
+}
+
 /* --insert=DRIVE:FILE: FILE is opened here, with the caller's rights. */
 static int run_insert(const struct opts *o, const char *sock, const char *target)
 {
@@ -734,54 +763,21 @@ static int run_insert(const struct opts *o, const char *sock, const char *target
 	}
 	rc = apic_media_insert(sock, drive, o->force, fd, TIMEOUT_MS, &status, err, sizeof(err));
 	close(fd);
-	if (rc == API_CALL_NO_VM) {
-		fprintf(stderr, "khyvectl: no VM at %s (%s)\n", sock, err);
-		return EXIT_NO_VM;
-	}
-	if (rc != API_CALL_OK) {
-		fprintf(stderr, "khyvectl: %s\n", err);
-		return EXIT_VM_ERROR;
-	}
-	if (o->json && err[0] != '\0')
+	if (rc == API_CALL_OK && o->json && err[0] != '\0')
 		printf("%s\n", err);
-	if (status >= 200 && status <= 299)
+	if (rc == API_CALL_OK && status >= 200 && status <= 299)
 		return EXIT_DONE;
-	{
-		struct apic_reply r = {.status = status, .body = err, .len = strlen(err)};
-
-		return o->json ? EXIT_VM_ERROR : vm_error(target, &r);
-	}
+	return fd_call_failed(o, sock, target, rc, status, err, false);
 }
 
 /* ---- checkpoint and suspend ---- */
 
 #define STATE_TIMEOUT_MS 600000 /* writing a big guest's RAM takes a while */
 
-/* FILE's folder, for the fsync that makes the rename last. */
-static int sync_parent(const char *path)
-{
-	char dir[4096];
-	const char *slash = strrchr(path, '/');
-	int fd, rc;
-
-	if (slash == NULL)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash == path ? 1 : slash - path), path);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
 /* Put the finished temporary file at FILE (replacing one only with --force). */
 static int keep_state_file(const struct opts *o, int fd, const char *tmp)
 {
-	if (fsync(fd) < 0 ||
-	    renameat2(AT_FDCWD, tmp, AT_FDCWD, o->value, o->force ? 0 : RENAME_NOREPLACE) < 0 ||
-	    sync_parent(o->value) < 0) {
+	if (fsync(fd) < 0 || file_rename_durable(tmp, o->value, o->force) != 0) {
 		fprintf(stderr, "khyvectl: %s: %s\n", o->value,
 		        errno == EEXIST ? "the file exists (--force replaces it)"
 		                        : strerror(errno));
@@ -822,23 +818,7 @@ static int run_state(const struct opts *o, const char *sock, const char *target)
 	}
 	close(fd);
 	unlink(tmp);
-	if (rc == API_CALL_NO_VM) {
-		fprintf(stderr, "khyvectl: no VM at %s (%s)\n", sock, err);
-		return EXIT_NO_VM;
-	}
-	if (rc != API_CALL_OK) {
-		fprintf(stderr, "khyvectl: %s\n", err);
-		return EXIT_VM_ERROR;
-	}
-	if (o->json) {
-		printf("%s\n", err);
-		return EXIT_VM_ERROR;
-	}
-	{
-		struct apic_reply r = {.status = status, .body = err, .len = strlen(err)};
-
-		return vm_error(target, &r);
-	}
+	return fd_call_failed(o, sock, target, rc, status, err, true);
 }
 
 /* ---- migrate ---- */
@@ -914,25 +894,9 @@ static int run_migrate(const struct opts *o, const char *sock, const char *targe
 	rc = apic_fd_call(sock, o->action->endpoint, "", fd, STATE_TIMEOUT_MS, &status, err,
 	                  sizeof(err));
 	close(fd);
-	if (rc == API_CALL_NO_VM) {
-		fprintf(stderr, "khyvectl: no VM at %s (%s)\n", sock, err);
-		return EXIT_NO_VM;
-	}
-	if (rc != API_CALL_OK) {
-		fprintf(stderr, "khyvectl: %s\n", err);
-		return EXIT_VM_ERROR;
-	}
-	if (status >= 200 && status <= 299)
+	if (rc == API_CALL_OK && status >= 200 && status <= 299)
 		return EXIT_DONE;
-	if (o->json) {
-		printf("%s\n", err);
-		return EXIT_VM_ERROR;
-	}
-	{
-		struct apic_reply r = {.status = status, .body = err, .len = strlen(err)};
-
-		return vm_error(target, &r);
-	}
+	return fd_call_failed(o, sock, target, rc, status, err, true);
 }
 
 /* ---- all together ---- */

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,4 +68,49 @@ int file_open_append(const char *path, char *err, size_t errlen)
 	snprintf(err, errlen, "%s is a symlink%s: khyve does not write through symlinks to files",
 	         path, fd >= 0 ? " to a regular file" : "");
 	return -1;
+}
+
+int file_rename_noreplace(const char *from, const char *to)
+{
+	struct stat st;
+
+	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -1;
+	/* File systems without RENAME_NOREPLACE: check, then rename. */
+	if (lstat(to, &st) == 0) {
+		errno = EEXIST;
+		return -1;
+	}
+	return rename(from, to);
+}
+
+/* fsync the folder `path` is in (".", or "/" for a file right below it). */
+static int sync_parent(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	int fd, rc;
+
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (snprintf(dir, sizeof(dir), "%.*s", (int)(slash == path ? 1 : slash - path),
+	                  path) >= (int)sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+int file_rename_durable(const char *tmp, const char *path, bool replace)
+{
+	if ((replace ? rename(tmp, path) : file_rename_noreplace(tmp, path)) < 0)
+		return -1;
+	return sync_parent(path) < 0 ? -2 : 0;
 }

@@ -1,10 +1,13 @@
 /*
  * Whole-file reads for what the user names on the command line: kernels,
- * initrds, boot ROMs, option ROMs; and log files khyve creates.
+ * initrds, boot ROMs, option ROMs; log files khyve creates; and the last
+ * step of writing a file through a temporary name (khyvectl's state files,
+ * vm web's ISO uploads, vm's snapshots and imports).
  */
 #ifndef KHYVE_FILE_H
 #define KHYVE_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,5 +31,23 @@ uint8_t *file_read_all(const char *path, size_t max, size_t *len, char *err, siz
  * the fd (O_CLOEXEC), or -1 with a one-line reason naming `path` in `err`.
  */
 int file_open_append(const char *path, char *err, size_t errlen);
+
+/*
+ * rename(from, to) that fails with EEXIST instead of replacing `to`, also
+ * on file systems without RENAME_NOREPLACE (there: a check, then the
+ * rename).  0, or -1 with errno.
+ */
+int file_rename_noreplace(const char *from, const char *to);
+
+/*
+ * The last step of writing a file through a temporary name: the caller
+ * has written the temporary file `tmp` whole and fsync'ed it; this renames
+ * it to `path` (replacing a file there only when `replace`, else failing
+ * with EEXIST), then fsyncs `path`'s folder, so that the new name survives
+ * a crash.  Returns 0; -1 with errno when the rename failed (`tmp` is
+ * still there, for the caller to remove); -2 with errno when only the
+ * folder's fsync failed (the file is at `path`).
+ */
+int file_rename_durable(const char *tmp, const char *path, bool replace);
 
 #endif

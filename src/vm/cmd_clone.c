@@ -1,4 +1,5 @@
 /* vm clone (commands.h, storage.h). */
+#include "lib/file.h"
 #include "vm/commands.h"
 
 #include <ctype.h>
@@ -171,7 +172,7 @@ static int clone_files(struct clone_job *job, char *err, size_t errlen)
 		chmod(tmp, st.st_mode & 07777);
 	if (storage_copy_into(from, f->name, f->n, "-a", tmp, err, errlen) == 0 &&
 	    clone_rename_conf(tmp, job->src->name, job->new_name, err, errlen) == 0) {
-		rc = storage_rename_noreplace(tmp, job->dest);
+		rc = file_rename_noreplace(tmp, job->dest);
 		if (rc < 0)
 			snprintf(err, errlen, "%s: %s", job->dest,
 			         errno == EEXIST || errno == ENOTEMPTY ? "already exists"

@@ -1,5 +1,6 @@
 /* vm iso and vm img: list and fetch install media and cloud images
  * (commands.h, storage.h). */
+#include "lib/file.h"
 #include "vm/commands.h"
 
 #include <ctype.h>
@@ -302,7 +303,7 @@ static int import_run(struct import *imp, enum media m, const char *src, char *e
 	mask = umask(0);
 	umask(mask);
 	chmod(imp->cur, 0666 & ~mask);
-	if (storage_rename_noreplace(imp->cur, dest) < 0) {
+	if (file_rename_noreplace(imp->cur, dest) < 0) {
 		snprintf(err, errlen, "%s: %s", dest,
 		         errno == EEXIST ? "already exists" : strerror(errno));
 		return -1;

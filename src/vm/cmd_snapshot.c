@@ -1,5 +1,6 @@
 /* vm snapshot and vm rollback (commands.h, storage.h); see storage.c for
  * how snapshots are kept on directory datastores. */
+#include "lib/file.h"
 #include "vm/commands.h"
 
 #include <ctype.h>
@@ -273,7 +274,7 @@ static int snapshot_make(const struct vm_sys *sys, const struct vm_guest *g, con
 	}
 	struct snap_job job = {.g = g, .f = f, .tmp = tmp, .seq = seq};
 	if (take_into(sys, &job, mem, err, errlen) == 0) {
-		rc = storage_rename_noreplace(tmp, final);
+		rc = file_rename_noreplace(tmp, final);
 		if (rc < 0)
 			snprintf(err, errlen, "%s@%s: %s", g->name, snap,
 			         errno == EEXIST || errno == ENOTEMPTY ? "already exists"

@@ -134,21 +134,6 @@ bool storage_is_regular(const char *path)
 	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* rename() that fails with EEXIST instead of replacing `to`. */
-int storage_rename_noreplace(const char *from, const char *to)
-{
-	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
-		return 0;
-	if (errno != EINVAL && errno != ENOSYS)
-		return -1;
-	/* Filesystems without RENAME_NOREPLACE: check, then rename. */
-	if (storage_path_exists(to)) {
-		errno = EEXIST;
-		return -1;
-	}
-	return rename(from, to);
-}
-
 /* rm -rf `path` (best effort: used to undo our own temporary folders). */
 void storage_remove_tree(const char *path)
 {

@@ -76,9 +76,6 @@ bool storage_is_dir(const char *path);
 /* A plain file (links followed). */
 bool storage_is_regular(const char *path);
 
-/* rename() that fails with EEXIST instead of replacing `to`. */
-int storage_rename_noreplace(const char *from, const char *to);
-
 /* rm -rf `path` (best effort: used to undo our own temporary folders). */
 void storage_remove_tree(const char *path);
 

@@ -14,6 +14,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "lib/file.h"
 #include "vm/storage.h"
 #include "web/guests.h"
 
@@ -129,7 +130,6 @@ void web_upload_abort(struct web_upload *u)
 int web_upload_finish(struct web_upload *u, char *err, size_t errlen)
 {
 	const char *name = strrchr(u->final, '/') + 1;
-	int dfd;
 
 	if (u->written != u->length) {
 		snprintf(err, errlen, "%s: cut off after %llu of %llu bytes", name, u->written,
@@ -144,16 +144,12 @@ int web_upload_finish(struct web_upload *u, char *err, size_t errlen)
 		return -1;
 	}
 	u->fd = -1;
-	if (storage_rename_noreplace(u->part, u->final) < 0) {
+	/* A folder that cannot be synced leaves the ISO in place all the same. */
+	if (file_rename_durable(u->part, u->final, false) == -1) {
 		snprintf(err, errlen,
 		         errno == EEXIST ? "%s exists already" : "%s: cannot rename it", name);
 		web_upload_abort(u);
 		return -1;
-	}
-	/* The rename itself is durable once the folder is synced. */
-	if ((dfd = open(u->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		fsync(dfd);
-		close(dfd);
 	}
 	free(u);
 	return 0;
