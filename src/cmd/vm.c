@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "vm/commands.h"
+#include "vm/migrate.h"
 #include "vm/vm.h"
 #include "web/web.h"
 
@@ -40,6 +41,7 @@ const struct vm_command vm_commands[] = {
     {"install", cmd_install, "install [-fdi] name iso"},
     {"start", cmd_start, "start [-fdin] name..."},
     {"suspend", cmd_suspend, "suspend name..."},
+    {"migrate", cmd_migrate, "migrate [-l] [-k] name host"},
     {"stop", cmd_stop, "stop name..."},
     {"restart", cmd_restart, "restart name"},
     {"poweroff", cmd_poweroff, "poweroff [-f] name"},
@@ -61,6 +63,9 @@ const struct vm_command vm_commands[] = {
     {"web", cmd_web, "web [-l addr:port] [-c cert -k key]"},
     {"help", cmd_help, "help"},
     {"_run", cmd_run_supervisor, NULL},
+    {"_migrate-check", cmd_migrate_check, NULL},
+    {"_migrate-receive", cmd_migrate_receive, NULL},
+    {"_migrate-unpack", cmd_migrate_unpack, NULL},
     {NULL, NULL, NULL},
 };
 

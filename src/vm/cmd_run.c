@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "vm/commands.h"
+#include "vm/migrate.h"
 #include "vm/hostkvm.h"
 #include "vm/khyvecmd.h"
 #include "vm/paths.h"
@@ -272,11 +273,14 @@ static int check_startable(const struct vm_sys *sys, const struct vm_guest *g,
 	return rc != 0 ? rc : vm_check_host_kvm(g);
 }
 
-/* The supervisor's arguments: SELF _run [-t] [-R FD] [-I ISO] NAME. */
+/* The supervisor's arguments: SELF _run [-t] [-R FD] [-I ISO] [-M ADDR] NAME. */
 static int supervisor_argv(const struct vm_sys *sys, const struct vm_guest *g, const char *iso,
-                           bool tmux, int ready_fd, struct argv *a)
+                           bool tmux, int ready_fd, const char *receive, struct argv *a)
 {
 	int rc = argv_add(a, sys->self) | argv_add(a, "_run");
+
+	if (receive)
+		rc |= argv_add(a, "-M") | argv_add(a, receive);
 
 	if (tmux)
 		rc |= argv_add(a, "-t");
@@ -289,7 +293,8 @@ static int supervisor_argv(const struct vm_sys *sys, const struct vm_guest *g, c
 
 /* In the forked child: detach (new session, parent gone) and exec `_run`. */
 static void __attribute__((noreturn))
-exec_detached(const struct vm_sys *sys, const struct vm_guest *g, const char *iso, int ready_fd)
+exec_detached(const struct vm_sys *sys, const struct vm_guest *g, const char *iso, int ready_fd,
+              const char *receive)
 {
 	struct argv a = {0};
 	char log[PATH_MAX];
@@ -310,7 +315,7 @@ exec_detached(const struct vm_sys *sys, const struct vm_guest *g, const char *is
 	 * terminal) may stay open in the supervisor and in khyve. */
 	close_range(3, (unsigned)ready_fd - 1, 0);
 	close_range((unsigned)ready_fd + 1, ~0u, 0);
-	if (supervisor_argv(sys, g, iso, false, ready_fd, &a) == 0)
+	if (supervisor_argv(sys, g, iso, false, ready_fd, receive, &a) == 0)
 		execv(a.v[0], a.v);
 	fprintf(stderr, "vm: cannot run %s _run: %s\n", sys->self, strerror(errno));
 	_exit(1);
@@ -341,29 +346,45 @@ static int read_report(int fd, const struct vm_guest *g)
 	return vm_error("%s: the supervisor ended at once; see %s/%s", g->name, g->dir, VM_RUN_LOG);
 }
 
-/* Start the detached supervisor; return once it reports that khyve runs. */
-static int launch_background(const struct vm_sys *sys, const struct vm_guest *g, const char *iso)
+/* Fork the detached supervisor; the read end of its report pipe, or -1. */
+static int fork_supervisor(const struct vm_sys *sys, const struct vm_guest *g, const char *iso,
+                           const char *receive)
 {
-	int pfd[2], rc;
+	int pfd[2];
 	pid_t pid;
 
 	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return vm_error("pipe: %s", strerror(errno));
+		return vm_error("pipe: %s", strerror(errno)), -1;
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0) {
 		close(pfd[0]);
-		exec_detached(sys, g, iso, pfd[1]);
+		exec_detached(sys, g, iso, pfd[1], receive);
 	}
 	close(pfd[1]);
 	if (pid < 0) {
 		close(pfd[0]);
-		return vm_error("fork: %s", strerror(errno));
+		return vm_error("fork: %s", strerror(errno)), -1;
 	}
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
-	rc = read_report(pfd[0], g);
-	close(pfd[0]);
+	return pfd[0];
+}
+
+int vm_launch_receiver(const struct vm_sys *sys, const struct vm_guest *g, const char *addr)
+{
+	return fork_supervisor(sys, g, NULL, addr);
+}
+
+/* Start the detached supervisor; return once it reports that khyve runs. */
+static int launch_background(const struct vm_sys *sys, const struct vm_guest *g, const char *iso)
+{
+	int fd = fork_supervisor(sys, g, iso, NULL), rc;
+
+	if (fd < 0)
+		return 1;
+	rc = read_report(fd, g);
+	close(fd);
 	return rc;
 }
 
@@ -415,7 +436,7 @@ static int launch_tmux(const struct vm_sys *sys, const struct vm_guest *g, const
 	rc |= argv_add(&a, "-s") | argv_add(&a, session) | argv_add(&a, "/usr/bin/env") |
 	      argv_addf(&a, "KHYVE_CONF=%s", sys->conf_path) |
 	      argv_addf(&a, "KHYVE=%s", sys->khyve);
-	if (rc || supervisor_argv(sys, g, iso, true, -1, &a)) {
+	if (rc || supervisor_argv(sys, g, iso, true, -1, NULL, &a)) {
 		argv_free(&a);
 		return vm_error("out of memory");
 	}
@@ -1048,7 +1069,7 @@ int cmd_stopall(struct vm_sys *sys, int argc, char **argv)
 
 /* ---- _run ---- */
 
-/* vm _run [-f|-t] [-R FD] [-I ISO] NAME: the supervisor (supervisor.h). */
+/* vm _run [-f|-t] [-R FD] [-I ISO] [-M ADDR] NAME: the supervisor (supervisor.h). */
 int cmd_run_supervisor(struct vm_sys *sys, int argc, char **argv)
 {
 	struct vm_run_opts o = {.ready_fd = -1};
@@ -1056,8 +1077,11 @@ int cmd_run_supervisor(struct vm_sys *sys, int argc, char **argv)
 	int c;
 
 	optind = 0;
-	while ((c = getopt(argc, argv, "+ftR:I:")) != -1) {
+	while ((c = getopt(argc, argv, "+ftR:I:M:")) != -1) {
 		switch (c) {
+		case 'M':
+			o.receive = optarg;
+			break; /* vm migrate -l's target (migrate.h) */
 		case 't':
 			o.tmux = o.foreground = true;
 			break; /* com1 on tmux's terminal */

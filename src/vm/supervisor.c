@@ -30,6 +30,7 @@
 #include "lib/parse.h"
 #include "vm/cgroup.h"
 #include "vm/khyvecmd.h"
+#include "vm/live.h"
 #include "vm/net.h"
 #include "vm/paths.h"
 #include "vm/suspend.h"
@@ -73,6 +74,8 @@ struct supervisor {
 	unsigned long long start_ticks;
 	char restore[PATH_MAX]; /* DIR/NAME.state the first run resumes from, or "" */
 	bool restore_failed;    /* khyve refused it (exit 4): stop, keep the file */
+	bool receiving;         /* o->receive: the first run has not taken over yet */
+	bool lock_wait;         /* try_lock: a held lock is "not yet", not an error */
 };
 
 /* ---- log ---- */
@@ -265,6 +268,8 @@ static int try_lock(struct supervisor *s, const char *me)
 			fatal(s, "%s: cannot lock: %s", s->lock_path, strerror(errno));
 			return -1;
 		}
+		if (s->lock_wait)
+			return -3;
 		fatal(s, "%s is already running", s->g.name);
 		return -1;
 	}
@@ -289,7 +294,8 @@ static int try_lock(struct supervisor *s, const char *me)
 	return 0;
 }
 
-/* Take run.lock and write our host name into it, as vm-bhyve's vm::lock. */
+/* Take run.lock and write our host name into it, as vm-bhyve's vm::lock;
+ * with s->lock_wait, -3 while someone else holds it. */
 static int take_lock(struct supervisor *s)
 {
 	char me[256];
@@ -304,9 +310,13 @@ static int take_lock(struct supervisor *s)
 	return -1;
 }
 
-/* Unlink before unlocking: a starter that opened the old file sees it go. */
+/* Unlink before unlocking: a starter that opened the old file sees it go.
+ * Without the lock (a receive that never took over) the files are the
+ * source's: left alone. */
 static void drop_lock(struct supervisor *s)
 {
+	if (s->lock_fd < 0)
+		return;
 	unlink(s->state_path);
 	unlink(s->lock_path);
 	close(s->lock_fd);
@@ -321,10 +331,11 @@ static const char *console_kind(const struct supervisor *s)
 /* run.state: who runs the guest, for vm_status_get(). */
 static void write_state(struct supervisor *s, pid_t khyve, unsigned long long khyve_start)
 {
-	struct rcconf *rs = rcconf_new();
+	struct rcconf *rs;
 	char err[512], v[32];
 
-	if (!rs)
+	/* Before a receive takes over, run.state is the source's. */
+	if (s->lock_fd < 0 || !(rs = rcconf_new()))
 		return;
 	snprintf(v, sizeof(v), "%d", (int)getpid());
 	rcconf_set(rs, "supervisor", v);
@@ -355,6 +366,8 @@ static void write_state(struct supervisor *s, pid_t khyve, unsigned long long kh
  */
 static void remove_stale_ptys(const struct supervisor *s)
 {
+	if (s->lock_fd < 0)
+		return; /* receiving: the links there are the source's */
 	for (unsigned n = 1; n <= VM_COM_PORTS; n++) {
 		char link[PATH_MAX], target[64], name[16];
 		ssize_t len;
@@ -428,6 +441,85 @@ static bool is_grub(const struct supervisor *s)
 	return strcmp(rcconf_get_default(s->g.conf, "loader", ""), "grub") == 0;
 }
 
+/* ---- receiving a live migration (vm migrate -l on the target) ---- */
+
+#define MIG_SUFFIX      ".mig" /* the receiving khyve's socket and pty names, until it takes over */
+#define SOCKET_PATH_MAX 107
+
+/* DIR/khyve.sock or DIR/comN.pty (the runtime names a receive renames): `p` names one? */
+static bool runtime_name(const struct supervisor *s, const char *p)
+{
+	size_t dl = strlen(s->g.dir);
+	const char *base = p + dl + 1;
+
+	if (strncmp(p, s->g.dir, dl) != 0 || p[dl] != '/')
+		return false;
+	if (!strcmp(base, VM_API_SOCKET))
+		return true;
+	return !strncmp(base, "com", 3) && base[3] >= '1' && base[3] <= '0' + VM_COM_PORTS &&
+	       !strcmp(base + 4, ".pty");
+}
+
+/* The path in "api.socket=PATH" or "comN,pty=PATH", else NULL. */
+static const char *runtime_arg_path(const char *v)
+{
+	const char *p;
+
+	if (!strncmp(v, "api.socket=", 11))
+		return v + 11;
+	if (!strncmp(v, "com", 3) && (p = strstr(v, ",pty=")))
+		return p + 5;
+	return NULL;
+}
+
+/*
+ * The first run of a receive: "-R ADDR", and the API socket and pty links
+ * under MIG_SUFFIX names, since the source's khyve still has the plain
+ * ones (and khyve's lock on the socket) in the shared folder.
+ */
+static int receive_args(struct supervisor *s, struct argv *a, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		const char *p = runtime_arg_path(a->v[i]);
+		char *v;
+
+		if (!p || !runtime_name(s, p))
+			continue;
+		if (!strncmp(a->v[i], "api.", 4) &&
+		    strlen(p) + strlen(MIG_SUFFIX) > SOCKET_PATH_MAX) {
+			snprintf(err, errlen,
+			         "%s: the folder is too long for the migration's API socket",
+			         s->g.name);
+			return -1;
+		}
+		if (asprintf(&v, "%s%s", a->v[i], MIG_SUFFIX) < 0)
+			return snprintf(err, errlen, "out of memory"), -1;
+		free(a->v[i]);
+		a->v[i] = v;
+	}
+	if (vm_argv_add_option(a, "-R", s->o->receive) < 0)
+		return snprintf(err, errlen, "out of memory"), -1;
+	return 0;
+}
+
+/* Once the lock is ours: the received khyve's names become the plain ones. */
+static void receive_rename(const struct supervisor *s)
+{
+	char name[16], to[PATH_MAX], from[PATH_MAX + 8];
+
+	for (unsigned n = 0; n <= VM_COM_PORTS; n++) {
+		if (n == 0)
+			snprintf(name, sizeof(name), "%s", VM_API_SOCKET);
+		else
+			snprintf(name, sizeof(name), "com%u.pty", n);
+		if (vm_path(to, s->g.dir, name) < 0)
+			continue;
+		snprintf(from, sizeof(from), "%s%s", to, MIG_SUFFIX);
+		if (vm_exists(from) && rename(from, to) < 0)
+			slog(s, "warning; cannot rename %s to %s: %s", from, name, strerror(errno));
+	}
+}
+
 /* Taps, GRUB image, command line: everything this run of khyve needs. */
 static int prepare_run(struct supervisor *s, struct argv *a)
 {
@@ -457,6 +549,8 @@ static int prepare_run(struct supervisor *s, struct argv *a)
 		snprintf(err, sizeof(err), "out of memory");
 		goto fail;
 	}
+	if (s->receiving && receive_args(s, a, err, sizeof(err)) < 0)
+		goto fail;
 	if (ensure_uefi_vars(s, a) < 0) {
 		vm_net_release(s->sys, &s->g, &s->taps);
 		return -1;
@@ -488,7 +582,8 @@ exec_khyve(const struct supervisor *s, const struct argv *a, int errfd, int read
 	snprintf(num, sizeof(num), "%d", readyfd);
 	if (readyfd >= 0 && fcntl(readyfd, F_SETFD, 0) == 0)
 		setenv("KHYVE_READY_FD", num, 1);
-	if (fcntl(s->lock_fd, F_SETFD, 0) == 0)
+	/* A receive has no lock yet: it takes it once the guest is here. */
+	if (s->lock_fd < 0 || fcntl(s->lock_fd, F_SETFD, 0) == 0)
 		execvp(a->v[0], a->v);
 	e = errno;
 	/* The parent reads why from the pipe; nothing more can be done here. */
@@ -646,6 +741,58 @@ static int wait_restore(struct supervisor *s, pid_t pid, int *status)
 	return ended;
 }
 
+/*
+ * A receiving khyve: wait until its guest runs (khyve reports once the
+ * source's COMMIT came and the vCPUs go), then until the source's
+ * supervisor lets go of run.lock (its khyve exits 0 once we confirmed),
+ * then take the lock and the runtime names over.  As wait_start().
+ */
+static int wait_received(struct supervisor *s, pid_t pid, int *status)
+{
+	struct timespec step = {0, 20 * 1000 * 1000};
+	int ended = wait_start(s, pid, status, LONG_MAX / 2), rc;
+
+	if (ended != 0)
+		return ended;
+	slog(s, "migrated in; waiting for the source to let go of %s", VM_RUN_LOCK);
+	s->lock_wait = true;
+	while ((rc = take_lock(s)) == -3) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		if (r == pid)
+			return 1;
+		nanosleep(&step, NULL);
+	}
+	s->lock_wait = false;
+	if (rc < 0) {
+		kill(pid, SIGKILL); /* unreachable without a lock: a guest nobody owns */
+		return wait_khyve(pid, status, -1);
+	}
+	receive_rename(s);
+	s->receiving = false;
+	write_state(s, pid, vm_proc_start(pid));
+	slog(s, "took over %s; the guest runs here", VM_RUN_LOCK);
+	return 0;
+}
+
+/* khyve's exit 0 after `vm migrate -l` here: DIR/run.migrating names us. */
+static bool migrated_away(const struct supervisor *s)
+{
+	char path[PATH_MAX], buf[32];
+	int fd;
+	ssize_t n;
+
+	if (vm_path(path, s->g.dir, VM_RUN_MIGRATING) < 0 ||
+	    (fd = vm_open_own(path, O_RDONLY, 0)) < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	if (strtol(buf, NULL, 10) != (long)getpid())
+		return false;
+	unlink(path);
+	return true;
+}
+
 static void describe_exit(int status, char *out, size_t len)
 {
 	if (WIFEXITED(status))
@@ -694,7 +841,9 @@ static int run_once(struct supervisor *s)
 	write_state(s, pid, vm_proc_start(pid));
 	int ended = 0;
 	/* A khyve that fails at once is worth telling `vm start` about. */
-	if (s->restore[0])
+	if (s->receiving)
+		ended = wait_received(s, pid, &status);
+	else if (s->restore[0])
 		ended = wait_restore(s, pid, &status);
 	else if (s->pending && s->ready_fd >= 0)
 		ended = wait_start(s, pid, &status, START_GRACE_MS);
@@ -740,6 +889,15 @@ static enum next decide(struct supervisor *s, int status, int *delay)
 {
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 
+	if (s->receiving) {
+		/* Never boot afresh what the source still runs. */
+		slog(s, "the migration did not arrive; not starting");
+		return NEXT_STOP;
+	}
+	if (code == 0 && migrated_away(s)) {
+		slog(s, "migrated away; stopped here (the guest runs on the target)");
+		return NEXT_STOP;
+	}
 	if (code == VM_EXIT_SUSPENDED) {
 		/* khyvectl may still be renaming the file: do not look for it. */
 		slog(s,
@@ -912,7 +1070,8 @@ static int setup(struct supervisor *s, struct vm_sys *sys, const char *name,
 	}
 	/* A suspended guest: the first run resumes (`vm start -d` moved the
 	 * file away to boot afresh). */
-	if (vm_state_present(&s->g) && vm_state_path(&s->g, s->restore) < 0)
+	s->receiving = o->receive != NULL;
+	if (!s->receiving && vm_state_present(&s->g) && vm_state_path(&s->g, s->restore) < 0)
 		s->restore[0] = '\0';
 	return 0;
 }
@@ -946,7 +1105,8 @@ int vm_supervise(struct vm_sys *sys, const char *name, const struct vm_run_opts 
 		return 1;
 	}
 	catch_requests(o->foreground);
-	if (take_lock(&s) < 0) {
+	/* A receive takes the lock once the guest has moved (wait_received). */
+	if (!s.receiving && take_lock(&s) < 0) {
 		vm_guest_free(&s.g);
 		return 1;
 	}
@@ -961,6 +1121,8 @@ int vm_supervise(struct vm_sys *sys, const char *name, const struct vm_run_opts 
 	     rcconf_get_default(s.g.conf, "memory", "-"), console_kind(&s), s.iso ? s.iso : "none");
 	if (s.restore[0])
 		slog(&s, "resuming from %s", s.restore);
+	else if (s.receiving)
+		slog(&s, "receiving a live migration on %s", o->receive);
 	else
 		slog(&s, "booting");
 	rc = supervise_loop(&s);

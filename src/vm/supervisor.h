@@ -26,17 +26,29 @@
 #define VM_RUN_LOCK  "run.lock"
 #define VM_RUN_STATE "run.state"
 #define VM_RUN_LOG   "vm-bhyve.log"
+/* Written by `vm migrate -l` on the source while khyvectl --migrate runs:
+ * the source supervisor's pid.  khyve's exit 0 then means "the guest runs
+ * on the target now": that supervisor stops instead of rebooting it. */
+#define VM_RUN_MIGRATING "run.migrating"
 
 struct vm_run_opts {
-	bool foreground; /* com1 on this process's stdio (-f, tmux) */
-	bool tmux;       /* running inside the guest's tmux session */
-	const char *iso; /* install medium for the first boot only, or NULL */
-	int ready_fd;    /* -1, or where to write "ok\n" / "error MESSAGE\n"
-	                  * once khyve runs or could not be started */
+	bool foreground;     /* com1 on this process's stdio (-f, tmux) */
+	bool tmux;           /* running inside the guest's tmux session */
+	const char *iso;     /* install medium for the first boot only, or NULL */
+	int ready_fd;        /* -1, or where to write "ok\n" / "error MESSAGE\n"
+	                      * once khyve runs or could not be started */
+	const char *receive; /* `vm migrate -l`'s target: the first run is
+	                      * `khyve -R ADDR` (migrate.h), or NULL */
 };
 
 /*
- * Supervise guest `name` until it stops.  Returns khyve's last exit status
+ * Supervise guest `name` until it stops.  With o->receive (`vm migrate
+ * -l` on the target, migrate.h) the first run receives the guest: the
+ * source still holds run.lock, its API socket and its pty links in the
+ * shared folder, so khyve gets those under a ".mig" suffix, and once the
+ * guest runs here and the source has let go of run.lock, the supervisor
+ * takes the lock and renames them into place; only then does it report
+ * "ok".  A receive that fails touches none of the source's files.  Returns khyve's last exit status
  * (128+N when killed by signal N), or 1 when it could not be started; the
  * reason is logged to DIR/vm-bhyve.log and sent to ready_fd (or, without
  * one, printed as a "vm: ..." line).

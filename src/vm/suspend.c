@@ -40,7 +40,7 @@ bool vm_state_present(const struct vm_guest *g)
 	return vm_state_path(g, path) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int vm_argv_add_restore(struct argv *a, const char *path)
+int vm_argv_add_option(struct argv *a, const char *opt, const char *value)
 {
 	char *name;
 
@@ -50,7 +50,7 @@ int vm_argv_add_restore(struct argv *a, const char *path)
 	name = a->v[a->n - 1];
 	a->v[a->n - 1] = NULL;
 	a->n--;
-	if (argv_add(a, "-r") < 0 || argv_add(a, path) < 0) {
+	if (argv_add(a, opt) < 0 || argv_add(a, value) < 0) {
 		a->v[a->n++] = name;
 		a->v[a->n] = NULL;
 		return -1;
@@ -58,6 +58,11 @@ int vm_argv_add_restore(struct argv *a, const char *path)
 	a->v[a->n++] = name;
 	a->v[a->n] = NULL;
 	return 0;
+}
+
+int vm_argv_add_restore(struct argv *a, const char *path)
+{
+	return vm_argv_add_option(a, "-r", path);
 }
 
 int vm_state_discard(const struct vm_guest *g, char *err, size_t errlen)

@@ -40,6 +40,10 @@ bool vm_state_present(const struct vm_guest *g);
  */
 int vm_argv_add_restore(struct argv *a, const char *path);
 
+/* Put "OPT VALUE" in `a` before its last word, as vm_argv_add_restore()
+ * puts "-r PATH" (`vm migrate -l` adds "-R unix:PATH").  0 or -1. */
+int vm_argv_add_option(struct argv *a, const char *opt, const char *value);
+
 /*
  * `vm start -d`: rename DIR/NAME.state to DIR/NAME.state.discarded
  * (replacing an older one).  0, or -1 with one line in `err`.

@@ -5,32 +5,10 @@
 # guest counts on after it (a guest paused before stays paused), and after
 # a rollback to it vm start resumes from the snapshot's count, not from the
 # count at the rollback.  Skipped without /dev/kvm or
-# when khyve, khyvectl or the ticker are not built beside $VM.
+# when khyve, khyvectl or the ticker are not built beside $VM (ticker.sh).
 . "$TOP/tests/vm/lib.sh"
-bin=$(dirname "$VM")
-rom=$TOP/build/guests/ticker.rom
-if ! [ -w /dev/kvm ] || ! [ -x "$bin/khyve" ] || ! [ -x "$bin/khyvectl" ] || ! [ -f "$rom" ]; then
-	echo "t-suspend-kvm: no /dev/kvm, $bin/khyve, khyvectl or ticker.rom: skipped"
-	exit 0
-fi
-export KHYVE="$bin/khyve" KHYVECTL="$bin/khyvectl"
-chmod 0755 "$scratch" # a root khyve drops to nobody
-echo "bios_firmware=\"$rom\"" >>"$KHYVE_CONF"
-vm init
-mkdir -p "$vm_dir/t"
-printf 'loader="bios"\ncpu="1"\nmemory="64M"\n' >"$vm_dir/t/t.conf"
-cleanup() {
-	vm poweroff -f t >/dev/null 2>&1 || :
-	rm -rf "$scratch"
-}
-trap cleanup EXIT
-# tick first|last: the first or newest "tick N" com1 gives within a second
-# (the pty keeps what the guest wrote before anyone read), in decimal.
-tick() {
-	n=$(timeout 1 cat "$vm_dir/t/com1.pty" 2>/dev/null | tr -d '\r' |
-		sed -n 's/^tick \([0-9a-f]*\)$/\1/p' | if [ "$1" = first ]; then head -n 1; else tail -n 1; fi)
-	[ -n "$n" ] && echo $((0x$n)) || echo -1
-}
+TEST=t-suspend-kvm
+. "$TOP/tests/vm/ticker.sh"
 vm start t >/dev/null || die "start: $(tail -n 3 "$vm_dir/t/vm-bhyve.log")"
 sleep 1
 before=$(tick last)
