@@ -634,7 +634,7 @@ static void poke_receiver(const char *path)
 static int relay_report(int fd, const char *sock)
 {
 	char line[1200];
-	bool ready = false, gone = false;
+	bool ready = false, gone = false, poked = false;
 
 	for (;;) {
 		struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
@@ -659,9 +659,12 @@ static int relay_report(int fd, const char *sock)
 			                         : "the supervisor ended; see its log");
 			return 1;
 		}
-		if (p[1].revents && read(0, &c, 1) <= 0) {
+		if (p[1].revents && read(0, &c, 1) <= 0)
 			gone = true;
+		/* Once the socket is there: a receiver nobody will talk to must not wait. */
+		if (gone && !poked && ready) {
 			poke_receiver(sock);
+			poked = true;
 		}
 	}
 	printf("error poll: %s\n", strerror(errno));
@@ -677,6 +680,8 @@ int cmd_migrate_receive(struct vm_sys *sys, int argc, char **argv)
 
 	if (argc != 2)
 		return vm_error("usage: vm _migrate-receive name");
+	if (vm_require_write(sys, "migrate") < 0)
+		return 1;
 	if (vm_guest_find(sys, argv[1], &g, err, sizeof(err)) < 0) {
 		vm_guest_free(&g);
 		printf("error %s\n", err);
@@ -824,6 +829,8 @@ int cmd_migrate_unpack(struct vm_sys *sys, int argc, char **argv)
 		return vm_error("usage: vm _migrate-unpack name");
 	if (vm_sys_require_init(sys, err, sizeof(err)) < 0)
 		return vm_error("%s", err);
+	if (vm_require_write(sys, "migrate") < 0)
+		return 1;
 	found = vm_guest_find(sys, argv[1], &g, err, sizeof(err)) == 0;
 	vm_guest_free(&g);
 	if (found)

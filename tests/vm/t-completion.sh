@@ -23,6 +23,9 @@ vmc() { complete_words "$TOP/share/completion/vm" _vm vm "$@"; }
 khc() { complete_words "$TOP/share/completion/khyve" _khyve "$@"; }
 [ "$(vmc st)" = "start stop startall stopall" ] || die "vm st: $(vmc st)"
 [ "$(vmc su)" = "suspend" ] || die "vm su: $(vmc su)"
+[ "$(vmc mi)" = "migrate" ] || die "vm mi: $(vmc mi)"
+[ "$(vmc migrate -)" = "-l -k" ] || die "vm migrate -: $(vmc migrate -)"
+[ "$(vmc migrate -l al)" = "alpha" ] || die "vm migrate -l al: $(vmc migrate -l al)"
 [ "$(vmc start a)" = "alpha" ] || die "vm start a: $(vmc start a)"
 [ "$(vmc destroy '')" = "alpha beta" ] || die "vm destroy: $(vmc destroy '')"
 [ "$(vmc switch cr)" = "create" ] || die "vm switch cr: $(vmc switch cr)"

@@ -16,8 +16,8 @@ export FAKE_SSH_CONF="$scratch/target.conf"
 echo "vm_dir=\"$target\"" >"$FAKE_SSH_CONF"
 KHYVE_CONF=$FAKE_SSH_CONF vm init
 guest a
-truncate -s 1G "$vm_dir/a/disk0.img"
-echo data | dd of="$vm_dir/a/disk0.img" bs=1M seek=512 conv=notrunc 2>/dev/null
+truncate -s 64M "$vm_dir/a/disk0.img"
+echo data | dd of="$vm_dir/a/disk0.img" bs=1M seek=32 conv=notrunc 2>/dev/null
 printf 'disk0_type="virtio-blk"\ndisk0_name="disk0.img"\n' >>"$vm_dir/a/a.conf"
 tokens() { ls -a "$vm_dir/a" | grep -c '^\.khyve-migrate-' || true; }
 
@@ -81,9 +81,9 @@ FAKE_SSH_HIDE="$vm_dir/a" vm migrate a h >"$scratch/out" || die "cold: $(cat "$s
 grep -q 'a is on h now; removed it here' "$scratch/out" || die "cold said: $(cat "$scratch/out")"
 [ ! -e "$vm_dir/a" ] || die "the source folder is still there"
 cmp -s "$target/a/disk0.img" /dev/null && die "empty disk"
-[ "$(stat -c %s "$target/a/disk0.img")" = 1073741824 ] || die "disk size $(stat -c %s "$target/a/disk0.img")"
-[ "$(du -k "$target/a/disk0.img" | cut -f1)" -lt 10240 ] || die "not sparse: $(du -k "$target/a/disk0.img")"
-dd if="$target/a/disk0.img" bs=1M skip=512 count=1 2>/dev/null | head -c 4 | grep -q data || die "data lost"
+[ "$(stat -c %s "$target/a/disk0.img")" = 67108864 ] || die "disk size $(stat -c %s "$target/a/disk0.img")"
+[ "$(du -k "$target/a/disk0.img" | cut -f1)" -lt 8192 ] || die "not sparse: $(du -k "$target/a/disk0.img")"
+dd if="$target/a/disk0.img" bs=1M skip=32 count=1 2>/dev/null | head -c 4 | grep -q data || die "data lost"
 grep -q 'network0_switch="public"' "$target/a/a.conf" || die "config not copied"
 ls -a "$target" | grep -q '^\.a\.incoming' && die "incoming folder left"
 KHYVE_CONF=$FAKE_SSH_CONF vm list | grep -q '^a ' || die "target list: $(KHYVE_CONF=$FAKE_SSH_CONF vm list)"
