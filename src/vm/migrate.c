@@ -561,6 +561,24 @@ static int finish_live(struct live *l)
 	return 0;
 }
 
+/*
+ * khyvectl failed.  Before COMMIT the source runs on as before; after a
+ * COMMIT without an answer it stays paused (never two copies running).
+ */
+static int report_failure(struct live *l, const char *why)
+{
+	struct vm_status now = l->st;
+
+	vm_status_ask_khyve(l->g, &now);
+	if (!strcmp(now.live, "Paused"))
+		return vm_error(
+		    "%s: the migration to %s failed: %s; %s is paused here (see whether "
+		    "%s runs it, then vm poweroff it on one side, or khyvectl --resume)",
+		    l->g->name, l->host, why, l->g->name, l->host);
+	return vm_error("%s: the migration to %s failed: %s; %s keeps running here", l->g->name,
+	                l->host, why, l->g->name);
+}
+
 static int live_paths(struct live *l)
 {
 	snprintf(l->tmp, sizeof(l->tmp), "/tmp/khyve-migrate.XXXXXX");
@@ -595,8 +613,7 @@ static int migrate_live(const struct vm_sys *sys, const struct vm_guest *g, cons
 		rc = 1;
 	} else if (send_guest(&l, err, sizeof(err)) < 0) {
 		unlink(l.marker);
-		rc = vm_error("%s: the migration to %s failed: %s; %s keeps running here", g->name,
-		              host, err, g->name);
+		rc = report_failure(&l, err);
 	} else {
 		rc = finish_live(&l);
 		if (rc == 0)

@@ -76,6 +76,7 @@ struct supervisor {
 	bool restore_failed;    /* khyve refused it (exit 4): stop, keep the file */
 	bool receiving;         /* o->receive: the first run has not taken over yet */
 	bool lock_wait;         /* try_lock: a held lock is "not yet", not an error */
+	bool lock_foreign_ok;   /* try_lock: take a free lock that names another host */
 };
 
 /* ---- log ---- */
@@ -278,8 +279,12 @@ static int try_lock(struct supervisor *s, const char *me)
 		return -2;
 	}
 	lock_host(fd, host, sizeof(host));
-	if (host[0] && strcmp(host, me) != 0) {
+	if (host[0] && strcmp(host, me) != 0 && !s->lock_foreign_ok) {
 		close(fd);
+		/* Receiving: the source's file, until its supervisor removes it
+		 * (or locks that do not reach across hosts let us in early). */
+		if (s->lock_wait)
+			return -3;
 		fatal(s, "%s appears to be running on %s (locked; remove %s if it is not)",
 		      s->g.name, host, s->lock_path);
 		return -1;
@@ -444,6 +449,7 @@ static bool is_grub(const struct supervisor *s)
 /* ---- receiving a live migration (vm migrate -l on the target) ---- */
 
 #define MIG_SUFFIX      ".mig" /* the receiving khyve's socket and pty names, until it takes over */
+#define TAKEOVER_MS     30000 /* the source supervisor stops within ms of its khyve: 30 s is stale */
 #define SOCKET_PATH_MAX 107
 
 /* DIR/khyve.sock or DIR/comN.pty (the runtime names a receive renames): `p` names one? */
@@ -756,16 +762,20 @@ static int wait_received(struct supervisor *s, pid_t pid, int *status)
 		return ended;
 	slog(s, "migrated in; waiting for the source to let go of %s", VM_RUN_LOCK);
 	s->lock_wait = true;
-	while ((rc = take_lock(s)) == -3) {
+	for (int waited = 0; (rc = take_lock(s)) == -3; waited += 20) {
 		pid_t r = waitpid(pid, status, WNOHANG);
 		if (r == pid)
 			return 1;
+		/* A free lock naming the source long after it exited is stale. */
+		if (waited == TAKEOVER_MS)
+			s->lock_foreign_ok = true;
 		nanosleep(&step, NULL);
 	}
-	s->lock_wait = false;
+	s->lock_wait = s->lock_foreign_ok = false;
 	if (rc < 0) {
-		kill(pid, SIGKILL); /* unreachable without a lock: a guest nobody owns */
-		return wait_khyve(pid, status, -1);
+		/* The guest runs here now, whatever the lock file says: keep it. */
+		slog(s, "warning; the guest runs without %s", VM_RUN_LOCK);
+		return 0;
 	}
 	receive_rename(s);
 	s->receiving = false;
