@@ -907,7 +907,7 @@ int cmd_migrate(struct vm_sys *sys, int argc, char **argv)
 		else if (c == 'k')
 			keep = true;
 		else
-			return vm_error("%s", usage);
+			return vm_error("vm migrate: unknown option -%c (%s)", optopt, usage);
 	}
 	if (argc - optind != 2)
 		return vm_error("%s", usage);

@@ -784,10 +784,34 @@ static int wait_received(struct supervisor *s, pid_t pid, int *status)
 	return 0;
 }
 
-/* khyve's exit 0 after `vm migrate -l` here: DIR/run.migrating names us. */
+/* The last line since khyve started that begins with `prefix` into `out`
+ * ("" when none); true when there is one. */
+static bool khyve_last_line(const struct supervisor *s, const char *prefix, char *out, size_t len)
+{
+	char line[512];
+	FILE *f = fopen(s->log_path, "re");
+
+	out[0] = '\0';
+	if (!f)
+		return false;
+	if (fseeko(f, s->log_mark, SEEK_SET) == 0)
+		while (fgets(line, sizeof(line), f))
+			if (strncmp(line, prefix, strlen(prefix)) == 0) {
+				line[strcspn(line, "\n")] = '\0';
+				snprintf(out, len, "%s", line);
+			}
+	fclose(f);
+	return out[0] != '\0';
+}
+
+/*
+ * khyve's exit 0 after `vm migrate -l` here: DIR/run.migrating names us
+ * and khyve logged that the target runs the guest.  A marker that a killed
+ * `vm migrate` left is removed either way, so a later reboot reboots.
+ */
 static bool migrated_away(const struct supervisor *s)
 {
-	char path[PATH_MAX], buf[32];
+	char path[PATH_MAX], buf[32], said[512];
 	int fd;
 	ssize_t n;
 
@@ -800,7 +824,7 @@ static bool migrated_away(const struct supervisor *s)
 	if (strtol(buf, NULL, 10) != (long)getpid())
 		return false;
 	unlink(path);
-	return true;
+	return khyve_last_line(s, "khyve: migrated out", said, sizeof(said));
 }
 
 static void describe_exit(int status, char *out, size_t len)
@@ -962,19 +986,7 @@ static int exit_code(int status)
 /* khyve's last "khyve: ..." line in the log since it started, or "". */
 static void khyve_said(const struct supervisor *s, char *out, size_t len)
 {
-	char line[512];
-	FILE *f = fopen(s->log_path, "re");
-
-	out[0] = '\0';
-	if (!f)
-		return;
-	if (fseeko(f, s->log_mark, SEEK_SET) == 0)
-		while (fgets(line, sizeof(line), f))
-			if (strncmp(line, "khyve: ", 7) == 0) {
-				line[strcspn(line, "\n")] = '\0';
-				snprintf(out, len, "%s", line);
-			}
-	fclose(f);
+	khyve_last_line(s, "khyve: ", out, len);
 }
 
 /* khyve failed within the grace period and will not be restarted: say why. */

@@ -23,6 +23,8 @@ tokens() { ls -a "$vm_dir/a" | grep -c '^\.khyve-migrate-' || true; }
 
 # Bad input, refused before ssh runs.
 expect_fail vm migrate a
+expect_fail vm migrate -z a h
+grep -q 'unknown option -z' "$scratch/err" || die "-z: $(cat "$scratch/err")"
 expect_fail vm migrate a -oProxyCommand=x
 grep -q 'not a host name' "$scratch/err" || die "option as host: $(cat "$scratch/err")"
 expect_fail vm migrate -l -k a h
