@@ -411,12 +411,14 @@ static int read_line(int fd, char *line, size_t len, int ms)
 {
 	size_t n = 0;
 
-	for (int left = ms; left > 0 && n < len - 1; left -= 100) {
+	for (int left = ms; left > 0 && n < len - 1;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		ssize_t r;
 
-		if (poll(&p, 1, 100) <= 0)
+		if (poll(&p, 1, 100) <= 0) {
+			left -= 100;
 			continue;
+		}
 		r = read(fd, line + n, 1);
 		if (r <= 0)
 			break;

@@ -54,6 +54,17 @@ ln -s "$vm_dir" "$scratch/vmlink"
 echo "vm_dir=\"$scratch/vmlink\"" >"$scratch/link.conf"
 expect_fail env FAKE_SSH_CONF="$scratch/link.conf" "$VM" migrate -l a h
 grep -q "vm_dir is $scratch/vmlink here, not $vm_dir" "$scratch/err" || die "vm_dir: $(cat "$scratch/err")"
+# A receiver that refuses at once (another device set, say): its line, and
+# the guest runs on here.
+printf '#!/bin/sh\necho "khyve: the source has another device set" >&2\nexit 4\n' >"$scratch/refuse"
+chmod +x "$scratch/refuse"
+cp "$KHYVE_CONF" "$scratch/same.conf"
+sv=$(field a supervisor)
+expect_fail env FAKE_SSH_CONF="$scratch/same.conf" FAKE_SSH_KHYVE="$scratch/refuse" "$VM" migrate -l a h
+grep -q 'cannot migrate to h: a: khyve: the source has another device set' "$scratch/err" ||
+	die "refusing receiver: $(cat "$scratch/err")"
+[ "$(field a supervisor)" = "$sv" ] || die "the supervisor changed after a refused migration"
+[ ! -e "$vm_dir/a/run.migrating" ] || die "run.migrating left behind"
 # Cold migration of a running guest.
 expect_fail vm migrate a h
 grep -q 'a is running: stop it first' "$scratch/err" || die "cold, running: $(cat "$scratch/err")"
@@ -102,7 +113,6 @@ grep -q changed "$target/a/a.conf" && die "replaced the target's guest"
 [ -f "$vm_dir/a/a.conf" ] || die "the source went after a refusal"
 
 # Shared storage: the target sees this folder; nothing is copied or removed.
-cp "$KHYVE_CONF" "$scratch/same.conf"
 FAKE_SSH_CONF="$scratch/same.conf" vm migrate a h >"$scratch/out" || die "shared: $(cat "$scratch/out")"
 grep -q 'h sees the same folder (shared storage): nothing to copy' "$scratch/out" || die "shared said: $(cat "$scratch/out")"
 [ -f "$vm_dir/a/a.conf" ] || die "shared: removed"
