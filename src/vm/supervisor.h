@@ -26,6 +26,9 @@
 #define VM_RUN_LOCK  "run.lock"
 #define VM_RUN_STATE "run.state"
 #define VM_RUN_LOG   "vm-bhyve.log"
+/* Present while Pacemaker's resource agent (share/ocf/vm) manages the
+ * guest; it names the cluster resource.  `vm start` then refuses unless -H. */
+#define VM_HA_MARK "ha.resource"
 
 struct vm_run_opts {
 	bool foreground; /* com1 on this process's stdio (-f, tmux) */
