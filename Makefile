@@ -91,7 +91,7 @@ UNIT_SAN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/san/tests/%)
 GUEST_SRC  := $(sort $(wildcard tests/guests/*.S))
 GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 
-.PHONY: build-tests install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests soak-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke fuzz-long
+.PHONY: build-tests install all clean print-vm-sources check check-deps layering format-check doc-tests unit guest-tests term-tests vm-tests soak-tests ha-tests lab-tests graphics-tests graphics-lab-tests demo format bench fuzz fuzz-smoke fuzz-long
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(WEB_STAMP)
@@ -441,6 +441,15 @@ graphics-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 graphics-lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 	@tests/lab/graphics
 
+# The OCF resource agent share/ocf/vm (ocf:khyve:vm) with resource-agents'
+# ocf-tester and tiny guests on this host's KVM, under the real vm, khyve
+# and khyvectl (tests/ha/agent; about 20 s).
+.PHONY: ha-tests
+ha-tests: $(BUILD)/bin/vm $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/guests/ticker.rom \
+          $(BUILD)/guests/pwrbtn.rom
+	@scripts/need-packages resource-agents libxml2-utils python3
+	@tests/ha/agent $(BUILD)
+
 lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(VNCSHOT_BIN)
 	@tests/lab/graphics
 	@tests/lab/demo
@@ -474,6 +483,7 @@ check: check-deps
 	@$(MAKE) --no-print-directory soak-tests
 	@$(MAKE) --no-print-directory term-tests
 	@$(MAKE) --no-print-directory graphics-tests
+	@$(MAKE) --no-print-directory ha-tests
 	@$(MAKE) --no-print-directory lab-tests
 	@echo "make check: all tests passed"
 
@@ -481,6 +491,8 @@ check: check-deps
 PREFIX  ?= /usr/local
 DESTDIR ?=
 SYSTEMD_DIR ?= /etc/systemd/system
+# Pacemaker's OCF resource agents (the agent is ocf:khyve:vm), whatever PREFIX is.
+OCF_DIR ?= /usr/lib/ocf/resource.d
 # Where bash-completion loads completions on demand (as SYSTEMD_DIR, the
 # system's place whatever PREFIX is); under DESTDIR when one is given.
 BASH_COMPLETION_DIR ?= /usr/share/bash-completion/completions
@@ -488,7 +500,8 @@ install: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(WEB_STAMP)
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/khyve/templates \
 		$(DESTDIR)$(PREFIX)/share/khyve/web \
 		$(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(SYSTEMD_DIR) \
-		$(DESTDIR)$(BASH_COMPLETION_DIR)
+		$(DESTDIR)$(BASH_COMPLETION_DIR) $(DESTDIR)$(OCF_DIR)/khyve
+	install -m 755 share/ocf/vm $(DESTDIR)$(OCF_DIR)/khyve/vm
 	install -m 644 share/completion/vm share/completion/khyve share/completion/khyvectl \
 		$(DESTDIR)$(BASH_COMPLETION_DIR)/
 	install -m 755 $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(DESTDIR)$(PREFIX)/sbin/

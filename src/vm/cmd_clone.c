@@ -33,8 +33,8 @@ static bool clone_skips(const char *dir, const char *name)
 	struct stat st;
 
 	if (name[0] == '.' || !strcmp(name, "run.lock") || !strcmp(name, "run.state") ||
-	    !strncmp(name, "vm-bhyve.log", 12) || storage_has_suffix(name, ".pty") ||
-	    storage_has_suffix(name, ".log"))
+	    !strcmp(name, "ha.resource") || !strncmp(name, "vm-bhyve.log", 12) ||
+	    storage_has_suffix(name, ".pty") || storage_has_suffix(name, ".log"))
 		return true;
 	if (vm_path(path, dir, name) < 0 || lstat(path, &st) < 0)
 		return true;

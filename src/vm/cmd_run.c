@@ -58,6 +58,8 @@ struct start_args {
 	const char *iso;   /* `vm install`: absolute path of the medium */
 	bool skip_running; /* startall: a guest that runs already is fine */
 	bool discard;      /* -d: a Suspended guest's saved state is set aside, it boots */
+	bool cluster;      /* -H: started by the cluster (or forced): DIR/ha.resource is no bar,
+	                    * and another host's run.lock that nobody holds is taken over */
 };
 
 /* ---- small helpers ---- */
@@ -242,6 +244,68 @@ static int check_log(const struct vm_guest *g)
 	return 0;
 }
 
+/* The cluster resource named in DIR/ha.resource, or "" when the file is absent. */
+static void ha_resource(const struct vm_guest *g, char *out, size_t len)
+{
+	char path[PATH_MAX];
+	ssize_t n = -1;
+	int fd;
+
+	out[0] = '\0';
+	if (vm_path(path, g->dir, VM_HA_MARK) < 0 ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
+		return;
+	n = read(fd, out, len - 1);
+	close(fd);
+	out[n > 0 ? n : 0] = '\0';
+	out[strcspn(out, "\r\n")] = '\0';
+	for (char *p = out; *p; p++)
+		if (!isprint((unsigned char)*p))
+			*p = '?';
+	if (!out[0])
+		snprintf(out, len, "?");
+}
+
+/*
+ * A guest Pacemaker manages is started by its resource agent (vm start -H),
+ * not by hand: two starters would fight.  With -H, another host's run.lock
+ * is a bar only while someone holds its lock (on shared storage that honours
+ * OFD locks, the other host still runs it); a lock nobody holds is the
+ * remains of a host that was fenced, and is taken over in start_one().
+ */
+static int check_cluster(const struct vm_guest *g, const struct vm_status *st,
+                         const struct start_args *a)
+{
+	char res[128];
+
+	if (!a->cluster) {
+		ha_resource(g, res, sizeof(res));
+		if (res[0])
+			return vm_error("%s is managed by Pacemaker (resource %s, %s/%s): use pcs "
+			                "resource enable %s, or vm start -H %s to start it anyway",
+			                g->name, res, g->dir, VM_HA_MARK, res, g->name);
+		return 0;
+	}
+	if (st->state == VM_LOCKED && st->held)
+		return vm_error("%s runs on %s: %s/%s is locked there", g->name, st->host, g->dir,
+		                VM_RUN_LOCK);
+	return 0;
+}
+
+/* -H: remove another host's run.lock that nobody holds (check_cluster()). */
+static int take_over_lock(const struct vm_guest *g, const struct vm_status *st,
+                          const struct start_args *a)
+{
+	char path[PATH_MAX];
+
+	if (!a->cluster || st->state != VM_LOCKED)
+		return 0;
+	if (vm_path(path, g->dir, VM_RUN_LOCK) < 0 || (unlink(path) < 0 && errno != ENOENT))
+		return vm_error("%s: cannot remove the stale lock: %s", path, strerror(errno));
+	printf("  * %s names host %s but nobody holds it: taken over\n", VM_RUN_LOCK, st->host);
+	return 0;
+}
+
 /* Everything `vm start` can check before the guest goes to the background. */
 static int check_startable(const struct vm_sys *sys, const struct vm_guest *g,
                            const struct vm_status *st, const struct start_args *a)
@@ -252,7 +316,9 @@ static int check_startable(const struct vm_sys *sys, const struct vm_guest *g,
 
 	if (st->state == VM_RUNNING)
 		return vm_error("%s is already running", g->name);
-	if (st->state == VM_LOCKED)
+	if (check_cluster(g, st, a) != 0)
+		return 1;
+	if (st->state == VM_LOCKED && !a->cluster)
 		return vm_error(
 		    "%s appears to be running on %s (locked; remove %s/%s if it is not)", g->name,
 		    st->host, g->dir, VM_RUN_LOCK);
@@ -526,7 +592,8 @@ static int start_one(struct vm_sys *sys, const char *name, const struct start_ar
 		rc = 0;
 	} else if ((rc = check_startable(sys, &g, &st, a)) == 0) {
 		printf("Starting %s\n  * found guest in %s\n", g.name, g.dir);
-		if ((rc = set_aside_state(&g, &st, a)) != 0) {
+		if ((rc = take_over_lock(&g, &st, a)) != 0 ||
+		    (rc = set_aside_state(&g, &st, a)) != 0) {
 			vm_guest_free(&g);
 			return rc;
 		}
@@ -566,15 +633,18 @@ static int start_many(struct vm_sys *sys, char **names, size_t n, const struct s
 }
 
 /* Options of start and install: -f foreground, -i interactive, -n dry run,
- * -d discard a suspended guest's saved state. */
+ * -d discard a suspended guest's saved state, -H started by the cluster. */
 static int parse_start_opts(int argc, char **argv, struct start_args *a)
 {
 	bool fg = false, inter = false;
 	int c;
 
 	optind = 0;
-	while ((c = getopt(argc, argv, "+fdin")) != -1) {
+	while ((c = getopt(argc, argv, "+fdinH")) != -1) {
 		switch (c) {
+		case 'H':
+			a->cluster = true;
+			break;
 		case 'f':
 			fg = true;
 			break;
@@ -619,7 +689,7 @@ int cmd_start(struct vm_sys *sys, int argc, char **argv)
 	if (rc == -2)
 		return 1;
 	if (rc < 0 || optind >= argc)
-		return vm_error("usage: vm start [-f|-i] [-d] [-n] name...");
+		return vm_error("usage: vm start [-f|-i] [-d] [-n] [-H] name...");
 	if (check_access(sys, a.dry_run, "start"))
 		return 1;
 	/* As vm-bhyve: several guests always start in the background. */

@@ -127,6 +127,7 @@ static void read_lock(const struct vm_guest *g, struct vm_status *st)
 	 * else stale (we crashed). */
 	if (st->host[0] && strcmp(st->host, me) != 0) {
 		st->state = VM_LOCKED;
+		st->held = lock_held(fd);
 	} else if (lock_held(fd)) {
 		st->state = VM_RUNNING;
 		read_run_state(g, st);

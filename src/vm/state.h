@@ -25,6 +25,7 @@ struct vm_status {
 	pid_t supervisor; /* 0 when not running */
 	pid_t khyve;      /* 0 between restarts */
 	char host[256];   /* from run.lock */
+	bool held;        /* VM_LOCKED: some process (there or here) holds run.lock's OFD lock */
 	char console[16]; /* "pty" or "tmux" */
 	char vnc[80];     /* graphics: "ADDR:PORT" of khyve's VNC server, else "" */
 	bool vnc_wait;    /* khyve was told to wait for the first VNC client */

@@ -30,6 +30,9 @@
  * the source supervisor's pid.  khyve's exit 0 then means "the guest runs
  * on the target now": that supervisor stops instead of rebooting it. */
 #define VM_RUN_MIGRATING "run.migrating"
+/* Present while Pacemaker's resource agent (share/ocf/vm) manages the
+ * guest; it names the cluster resource.  `vm start` then refuses unless -H. */
+#define VM_HA_MARK "ha.resource"
 
 struct vm_run_opts {
 	bool foreground;     /* com1 on this process's stdio (-f, tmux) */
