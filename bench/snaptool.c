@@ -4,7 +4,10 @@
  *   snaptool udpgap PORT
  *     Receives the level-2 guest's datagrams (a 64-bit sequence number
  *     each, bench/l2/snapguest.c) on UDP PORT and times their arrival with
- *     CLOCK_MONOTONIC here.  Prints "GAP-FIRST" at the first datagram.
+ *     the kernel's receive time stamp (SO_TIMESTAMPNS), so that a moment
+ *     this process waits for the CPU does not move the times (read on
+ *     arrival instead, a backlog read during the migration's pause hid the
+ *     pause).  Prints "GAP-FIRST" at the first datagram.
  *     SIGUSR1 ends a window: it prints "GAP n=N max_ms=M lost=L" (datagrams
  *     in the window, the longest time between two arrivals, sequence
  *     numbers never seen) and starts the next; SIGTERM prints the window
@@ -83,7 +86,7 @@ static void window_add(struct window *w, uint64_t seq, uint64_t t)
 	if (w->last_ns == 0) {
 		printf("GAP-FIRST\n");
 		fflush(stdout);
-	} else if (t - w->last_ns > w->max_gap_ns) {
+	} else if (t > w->last_ns && t - w->last_ns > w->max_gap_ns) {
 		w->max_gap_ns = t - w->last_ns;
 	}
 	if (w->last_ns != 0 && seq > w->next_seq)
@@ -97,13 +100,38 @@ static void window_add(struct window *w, uint64_t seq, uint64_t t)
 static int open_receiver(long port)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	int s = socket(AF_INET, SOCK_DGRAM, 0), on = 1;
 
-	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
+	if (s < 0 || setsockopt(s, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0 ||
+	    bind(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		perror("snaptool udpgap: bind");
 		return -1;
 	}
 	return s;
+}
+
+/* One datagram's sequence number and kernel arrival time; -1 if none. */
+static int recv_stamped(int s, uint64_t *seq, uint64_t *t)
+{
+	char control[CMSG_SPACE(sizeof(struct timespec))];
+	struct iovec iov = {seq, sizeof(*seq)};
+	struct msghdr m = {.msg_iov = &iov,
+	                   .msg_iovlen = 1,
+	                   .msg_control = control,
+	                   .msg_controllen = sizeof(control)};
+	struct cmsghdr *c;
+
+	if (recvmsg(s, &m, 0) != (ssize_t)sizeof(*seq))
+		return -1;
+	*t = clock_ns(CLOCK_REALTIME);
+	for (c = CMSG_FIRSTHDR(&m); c != NULL; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+			struct timespec ts;
+
+			memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+			*t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		}
+	return 0;
 }
 
 static int udpgap(long port)
@@ -117,11 +145,10 @@ static int udpgap(long port)
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	while (!stop) {
-		uint64_t seq;
-		ssize_t n = recv(s, &seq, sizeof(seq), 0);
+		uint64_t seq, t;
 
-		if (n == (ssize_t)sizeof(seq))
-			window_add(&w, seq, clock_ns(CLOCK_MONOTONIC));
+		if (recv_stamped(s, &seq, &t) == 0)
+			window_add(&w, seq, t);
 		if (window_end) {
 			window_end = 0;
 			window_print(&w);
