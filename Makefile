@@ -213,6 +213,23 @@ $(BUILD)/bin/apilat: bench/apilat.c
 	@mkdir -p $(@D)
 	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/$(notdir $@).d -o $@ $< $(LDFLAGS)
 
+# bench/lab-snap: its level-1 helper and its level-2 program (static: the
+# guest's initramfs has no C library).
+$(BUILD)/bin/snaptool: bench/snaptool.c
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -MF $(BUILD)/obj/$(notdir $@).d -o $@ $< $(LDFLAGS)
+
+$(BUILD)/bench/snapguest: bench/l2/snapguest.c
+	@mkdir -p $(@D)
+	$(call say,LD,$@)$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -static -o $@ $<
+
+# bench/snap-host's guest: TOUCH MiB in use (the part after the dash).
+SNAP_GUESTS := $(BUILD)/bench/guests/snaptouch-0.elf $(BUILD)/bench/guests/snaptouch-200.elf
+$(BUILD)/bench/guests/snaptouch-%.elf: bench/guests/snaptouch.S bench/guests/pvhnote.inc bench/guests/pvh.ld
+	@mkdir -p $(@D)
+	$(call say,GUEST,$@)$(CC) -c -nostdlib -DTOUCH=$* -o $(@:.elf=.o) $<
+	$(Q)ld -m elf_x86_64 --no-warn-rwx-segments -T bench/guests/pvh.ld -o $@ $(@:.elf=.o)
+
 # Tiny guests for bench/startup: a PVH ELF and a boot sector per variant.
 BENCH_VARIANTS := exit pio-100000 pio-400000 mmio-100000 mmio-400000 alu-100000 \
                   alu-400000 halt
@@ -221,7 +238,7 @@ BENCH_GUESTS := $(BENCH_VARIANTS:%=$(BUILD)/bench/guests/pvh-%.elf) \
 variant_mode = $(shell echo $(word 1,$(subst -, ,$(1))) | tr a-z A-Z)
 variant_n = $(or $(word 2,$(subst -, ,$(1))),0)
 
-$(BUILD)/bench/guests/pvh-%.elf: bench/guests/tiny.S bench/guests/pvh.ld
+$(BUILD)/bench/guests/pvh-%.elf: bench/guests/tiny.S bench/guests/pvhnote.inc bench/guests/pvh.ld
 	@mkdir -p $(@D)
 	$(call say,GUEST,$@)$(CC) -c -nostdlib -DMODE_$(call variant_mode,$*) \
 		-DN=$(call variant_n,$*) -o $(@:.elf=.o) $<
@@ -251,7 +268,8 @@ $(BUILD)/bin/vncbench: bench/vncbench.c
 		-o $@ $< $(LDFLAGS) $(shell $(PKG_CONFIG) --libs libvncclient)
 
 bench: all $(BUILD)/bin/blk-harness $(BUILD)/bin/nvme-harness $(BUILD)/bin/runstat $(BUILD)/bin/apilat $(BENCH_GUESTS) \
-       $(FB_BENCH_GUESTS) $(BUILD)/bin/vncbench
+       $(FB_BENCH_GUESTS) $(BUILD)/bin/vncbench $(BUILD)/bin/snaptool $(BUILD)/bench/snapguest \
+       $(SNAP_GUESTS)
 
 # ---- libFuzzer targets (tests/fuzz/): clang only, the core rebuilt with
 # coverage instrumentation and ASan+UBSan in its own object dir ----

@@ -80,12 +80,5 @@ done:
 	.org	510
 	.word	0xaa55
 #else
-	/* Xen ELF note: XEN_ELFNOTE_PHYS32_ENTRY (18) = pvh_start */
-	.section .note.Xen, "a"
-	.p2align 2
-	.long	4		/* name size */
-	.long	4		/* descriptor size */
-	.long	18		/* type */
-	.asciz	"Xen"
-	.long	pvh_start
+#include "pvhnote.inc"
 #endif
