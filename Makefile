@@ -17,8 +17,8 @@ HARDEN   := -fstack-protector-strong -fstack-clash-protection -fcf-protection -f
 CFLAGS   := -std=gnu11 $(WARN) $(OPT) $(HARDEN) -pthread -MMD -MP
 LDFLAGS  := -pthread -pie -Wl,-z,relro,-z,now
 LIBS     := $(shell $(PKG_CONFIG) --libs liburing libmd libvncserver zlib libseccomp libmicrohttpd \
-              libcjson libpng 2>/dev/null || \
-              echo -luring -lmd -lvncserver -lz -lseccomp -lmicrohttpd -lcjson -lpng)
+              libcjson libpng libcrypto 2>/dev/null || \
+              echo -luring -lmd -lvncserver -lz -lseccomp -lmicrohttpd -lcjson -lpng -lcrypto)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 # A fresh machine lacks the libraries: stop with what to install rather than

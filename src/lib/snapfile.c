@@ -13,7 +13,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sha2.h>
+/* OpenSSL's SHA-256 (SHA-NI or AVX2 where the CPU has them) runs several
+ * times faster than libmd's portable C, and every byte of guest RAM in a
+ * state file or migration stream goes through it.  The low-level calls are
+ * deprecated in OpenSSL 3 in favour of EVP, which would put each context
+ * on the heap; they are kept for that. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 #define MAGIC        "KHYVESTA"
 #define MAGIC_LEN    8
@@ -69,15 +75,15 @@ static bool name_ok(const char *name)
 }
 
 /* The hash every trailer covers: a section's name field, length, hash. */
-static void chain_section(SHA2_CTX *all, const uint8_t name[SNAPFILE_NAME_LEN], uint64_t len,
+static void chain_section(SHA256_CTX *all, const uint8_t name[SNAPFILE_NAME_LEN], uint64_t len,
                           const uint8_t hash[HASH_LEN])
 {
 	uint8_t l[8];
 
 	put_le(l, len, 8);
-	SHA256Update(all, name, SNAPFILE_NAME_LEN);
-	SHA256Update(all, l, sizeof(l));
-	SHA256Update(all, hash, HASH_LEN);
+	SHA256_Update(all, name, SNAPFILE_NAME_LEN);
+	SHA256_Update(all, l, sizeof(l));
+	SHA256_Update(all, hash, HASH_LEN);
 }
 
 /* ---- writer ---- */
@@ -88,7 +94,7 @@ struct snapfile_writer {
 	uint8_t name[SNAPFILE_NAME_LEN];
 	uint64_t sec_len, nsections;
 	uint64_t bytes; /* written to fd so far */
-	SHA2_CTX sec_hash, all;
+	SHA256_CTX sec_hash, all;
 	size_t buf_used;
 	char err[ERR_LEN];
 	uint8_t buf[WBUF_LEN];
@@ -155,7 +161,7 @@ struct snapfile_writer *snapfile_create(int fd, const char *version, const char 
 	struct snapfile_writer *w;
 	uint8_t hdr[SNAPFILE_HEADER_LEN] = {0}, hh[HASH_LEN];
 	size_t clen = config != NULL ? strlen(config) : 0;
-	SHA2_CTX c;
+	SHA256_CTX c;
 
 	if (version == NULL || strlen(version) >= SNAPFILE_CREATOR_LEN) {
 		set_err(err, errlen, "state file: version string longer than %u bytes",
@@ -177,15 +183,15 @@ struct snapfile_writer *snapfile_create(int fd, const char *version, const char 
 	put_le(hdr + 8, SNAPFILE_VERSION, 4);
 	memcpy(hdr + 16, version, strlen(version));
 	put_le(hdr + 48, clen, 4);
-	SHA256Init(&c);
-	SHA256Update(&c, (const uint8_t *)config, clen);
-	SHA256Final(hdr + 56, &c);
-	SHA256Init(&c);
-	SHA256Update(&c, hdr, sizeof(hdr));
-	SHA256Update(&c, (const uint8_t *)config, clen);
-	SHA256Final(hh, &c);
-	SHA256Init(&w->all);
-	SHA256Update(&w->all, hh, sizeof(hh));
+	SHA256_Init(&c);
+	SHA256_Update(&c, (const uint8_t *)config, clen);
+	SHA256_Final(hdr + 56, &c);
+	SHA256_Init(&c);
+	SHA256_Update(&c, hdr, sizeof(hdr));
+	SHA256_Update(&c, (const uint8_t *)config, clen);
+	SHA256_Final(hh, &c);
+	SHA256_Init(&w->all);
+	SHA256_Update(&w->all, hh, sizeof(hh));
 	if (write_full(w, hdr, sizeof(hdr)) < 0 || write_full(w, config, clen) < 0) {
 		set_err(err, errlen, "%s", w->err);
 		free(w);
@@ -204,7 +210,7 @@ static int section_open(struct snapfile_writer *w, const char *name)
 	memcpy(w->name, name, strlen(name));
 	if (write_full(w, w->name, sizeof(w->name)) < 0)
 		return -1;
-	SHA256Init(&w->sec_hash);
+	SHA256_Init(&w->sec_hash);
 	w->sec_len = 0;
 	w->in_section = true;
 	return 0;
@@ -241,7 +247,7 @@ int snapfile_write(struct snapfile_writer *w, const void *buf, size_t len)
 		if (take > len)
 			take = len;
 		memcpy(w->buf + w->buf_used, p, take);
-		SHA256Update(&w->sec_hash, w->buf + w->buf_used, take);
+		SHA256_Update(&w->sec_hash, w->buf + w->buf_used, take);
 		w->buf_used += take;
 		if (w->buf_used == WBUF_LEN && flush_buf(w) < 0)
 			return -1;
@@ -262,7 +268,7 @@ int snapfile_section_end(struct snapfile_writer *w)
 	if (flush_buf(w) < 0 || write_chunk(w, NULL, 0) < 0)
 		return -1;
 	put_le(tail, w->sec_len, 8);
-	SHA256Final(tail + 8, &w->sec_hash);
+	SHA256_Final(tail + 8, &w->sec_hash);
 	if (write_full(w, tail, sizeof(tail)) < 0)
 		return -1;
 	chain_section(&w->all, w->name, w->sec_len, tail + 8);
@@ -293,8 +299,19 @@ static int write_extent(struct snapfile_writer *w, const uint8_t *base, size_t f
 	return snapfile_write(w, base + first * page_size, count * page_size);
 }
 
+static bool page_marked(const uint64_t *bitmap, size_t i)
+{
+	return (bitmap[i / 64] >> (i % 64)) & 1;
+}
+
 int snapfile_write_ram(struct snapfile_writer *w, const char *name, const void *base, size_t len,
                        size_t page_size)
+{
+	return snapfile_write_ram_some(w, name, base, len, page_size, NULL);
+}
+
+int snapfile_write_ram_some(struct snapfile_writer *w, const char *name, const void *base,
+                            size_t len, size_t page_size, const uint64_t *maybe)
 {
 	const uint8_t *ram = base;
 	size_t pages, run = 0, i;
@@ -313,7 +330,8 @@ int snapfile_write_ram(struct snapfile_writer *w, const char *name, const void *
 		return -1;
 	pages = len / page_size;
 	for (i = 0; i < pages; i++) {
-		if (!page_is_zero(ram + i * page_size, page_size)) {
+		if ((maybe == NULL || page_marked(maybe, i)) &&
+		    !page_is_zero(ram + i * page_size, page_size)) {
 			run++;
 			continue;
 		}
@@ -334,11 +352,6 @@ static bool ram_args_ok(const void *base, size_t len, size_t page_size)
 	return page_size >= SNAPFILE_RAM_MIN_PAGE && page_size <= SNAPFILE_RAM_MAX_PAGE &&
 	       (page_size & (page_size - 1)) == 0 && len % page_size == 0 &&
 	       ((uintptr_t)base & 7) == 0;
-}
-
-static bool page_marked(const uint64_t *bitmap, size_t i)
-{
-	return (bitmap[i / 64] >> (i % 64)) & 1;
 }
 
 int snapfile_write_ram_pages(struct snapfile_writer *w, const char *name, const void *base,
@@ -385,7 +398,7 @@ int snapfile_finish(struct snapfile_writer *w, char *err, size_t errlen)
 		wfail(w, "state file: finished inside section '%s'", (const char *)w->name);
 	if (!w->failed) {
 		put_le(trailer, w->nsections, 8);
-		SHA256Final(trailer + 8, &w->all);
+		SHA256_Final(trailer + 8, &w->all);
 		/* The trailer must not chain itself: section_open() does not touch
 		 * `all`, and it is final by now. */
 		if (section_open(w, TRAILER_NAME) == 0 &&
@@ -393,7 +406,7 @@ int snapfile_finish(struct snapfile_writer *w, char *err, size_t errlen)
 			uint8_t tail[8 + HASH_LEN];
 
 			put_le(tail, w->sec_len, 8);
-			SHA256Final(tail + 8, &w->sec_hash);
+			SHA256_Final(tail + 8, &w->sec_hash);
 			if (write_chunk(w, NULL, 0) == 0 && write_full(w, tail, sizeof(tail)) == 0)
 				rc = 0;
 		}
@@ -429,7 +442,7 @@ struct snapfile_reader {
 	uint8_t name[SNAPFILE_NAME_LEN];
 	uint64_t sec_len, nsections;
 	uint32_t chunk_left;
-	SHA2_CTX sec_hash, all;
+	SHA256_CTX sec_hash, all;
 	char creator[SNAPFILE_CREATOR_LEN];
 	char *config;
 	size_t config_len;
@@ -475,7 +488,7 @@ static int read_header(struct snapfile_reader *r)
 {
 	uint8_t hdr[SNAPFILE_HEADER_LEN], hash[HASH_LEN];
 	uint32_t version, flags, clen;
-	SHA2_CTX c;
+	SHA256_CTX c;
 
 	if (read_full(r, hdr, sizeof(hdr)) < 0)
 		return -1;
@@ -502,19 +515,19 @@ static int read_header(struct snapfile_reader *r)
 		return -1;
 	r->config[clen] = '\0';
 	r->config_len = clen;
-	SHA256Init(&c);
-	SHA256Update(&c, (const uint8_t *)r->config, clen);
-	SHA256Final(hash, &c);
+	SHA256_Init(&c);
+	SHA256_Update(&c, (const uint8_t *)r->config, clen);
+	SHA256_Final(hash, &c);
 	if (memcmp(hash, hdr + 56, HASH_LEN) != 0)
 		return rfail(r, "state file: configuration does not match its hash");
 	if (memchr(r->config, '\0', clen) != NULL)
 		return rfail(r, "state file: configuration holds a NUL byte");
-	SHA256Init(&c);
-	SHA256Update(&c, hdr, sizeof(hdr));
-	SHA256Update(&c, (const uint8_t *)r->config, clen);
-	SHA256Final(hash, &c);
-	SHA256Init(&r->all);
-	SHA256Update(&r->all, hash, sizeof(hash));
+	SHA256_Init(&c);
+	SHA256_Update(&c, hdr, sizeof(hdr));
+	SHA256_Update(&c, (const uint8_t *)r->config, clen);
+	SHA256_Final(hash, &c);
+	SHA256_Init(&r->all);
+	SHA256_Update(&r->all, hash, sizeof(hash));
 	return 0;
 }
 
@@ -554,7 +567,7 @@ static int end_payload(struct snapfile_reader *r)
 
 	if (read_full(r, tail, sizeof(tail)) < 0)
 		return -1;
-	SHA256Final(hash, &r->sec_hash);
+	SHA256_Final(hash, &r->sec_hash);
 	if (get_le(tail, 8) != r->sec_len)
 		return rfail(r, "state file: section '%s' length does not match",
 		             (const char *)r->name);
@@ -611,7 +624,7 @@ ssize_t snapfile_read(struct snapfile_reader *r, void *buf, size_t len)
 		take = len - got < r->chunk_left ? len - got : r->chunk_left;
 		if (read_full(r, p + got, take) < 0)
 			return -1;
-		SHA256Update(&r->sec_hash, p + got, take);
+		SHA256_Update(&r->sec_hash, p + got, take);
 		r->chunk_left -= (uint32_t)take;
 		r->sec_len += take;
 		got += take;
@@ -640,7 +653,7 @@ static int check_trailer(struct snapfile_reader *r)
 		return -1;
 	if (n != TRAILER_LEN || !r->sec_over)
 		return rfail(r, "state file: trailer of %zd bytes", n);
-	SHA256Final(hash, &r->all);
+	SHA256_Final(hash, &r->all);
 	if (get_le(t, 8) != r->nsections)
 		return rfail(r, "state file: trailer counts %llu sections, file has %llu",
 		             (unsigned long long)get_le(t, 8), (unsigned long long)r->nsections);
@@ -675,7 +688,7 @@ int snapfile_next(struct snapfile_reader *r, char name[SNAPFILE_NAME_LEN])
 	r->sec_over = false;
 	r->sec_len = 0;
 	r->chunk_left = 0;
-	SHA256Init(&r->sec_hash);
+	SHA256_Init(&r->sec_hash);
 	if (strcmp((const char *)field, TRAILER_NAME) == 0)
 		return check_trailer(r) < 0 ? -1 : 0;
 	if (r->nsections >= SNAPFILE_MAX_SECTIONS)

@@ -110,6 +110,16 @@ int snapfile_write_ram(struct snapfile_writer *w, const char *name, const void *
                        size_t page_size);
 
 /*
+ * As snapfile_write_ram(), when the caller knows some pages are zero
+ * without reading them: bit i of `maybe` (one bit a page, lowest bit
+ * first, len / page_size bits) clear says page i is zero; pages with the
+ * bit set are read and left out when all-zero as there.  `maybe` NULL:
+ * every page is read.  Not owned.  0 or -1.
+ */
+int snapfile_write_ram_some(struct snapfile_writer *w, const char *name, const void *base,
+                            size_t len, size_t page_size, const uint64_t *maybe);
+
+/*
  * A whole RAM section `name` (same layout as snapfile_write_ram(), read
  * by snapfile_read_ram(..., zero_skipped = false)) holding only the pages
  * whose bit is set in `bitmap` (bit i of word i / 64 = page i; at least

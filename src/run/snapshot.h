@@ -45,14 +45,20 @@ int snapshot_check(struct machine *m, char *err, size_t errlen);
 
 /*
  * Load the state file on `fd` (seekable; not owned) into a machine built
- * from the same options whose vCPUs have not run: first the whole file is
- * checked (framing, every checksum, the trailer), then its configuration
- * is compared with this khyve's (keys that are host-local, such as the
- * serial ports' back ends and the API socket, may differ), then the
- * sections are applied.  0, or -1 with one line in `err` (nothing has run;
- * the caller exits with status 4 and the file is untouched).
+ * from the same options whose vCPUs have not run, in one pass: the
+ * header's configuration is compared with this khyve's (keys that are
+ * host-local, such as the serial ports' back ends and the API socket, may
+ * differ), then each section is applied once its checksum has been
+ * checked, then the trailer is checked.  0, or -1 with one line in `err`
+ * (nothing has run; the caller exits with status 4, so what was loaded
+ * goes with the process, and the file is untouched).
  */
 int snapshot_restore(struct machine *m, int fd, char *err, size_t errlen);
+
+/* Open what a save needs later from the sandboxed API thread (the page
+ * map that tells which RAM pages are in use); call once before the
+ * sandbox.  A save without it reads every page. */
+void snapshot_prepare(void);
 
 /*
  * The configuration text a state file records: every "key=value" line of

@@ -283,6 +283,7 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 		return -1;
 	}
 	/* A checkpoint comes from the sandboxed API thread: probe now. */
+	snapshot_prepare();
 	if (vm_state_probe(&m->vm, err, errlen) < 0 || migrate_check_options(err, errlen) < 0 ||
 	    restore_state(m, err, errlen) < 0)
 		return -1;
