@@ -461,7 +461,7 @@ graphics-lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 
 # The OCF resource agent share/ocf/vm (ocf:khyve:vm) with resource-agents'
 # ocf-tester and tiny guests on this host's KVM, under the real vm, khyve
-# and khyvectl (tests/ha/agent; about 20 s).
+# and khyvectl (tests/ha/agent; about 25 s).
 .PHONY: ha-tests
 ha-tests: $(BUILD)/bin/vm $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/guests/ticker.rom \
           $(BUILD)/guests/pwrbtn.rom
