@@ -117,6 +117,13 @@ int machine_pause(struct machine *m, unsigned timeout_ms)
 	return rc;
 }
 
+void machine_start_paused(struct machine *m)
+{
+	pthread_mutex_lock(&pause_lock);
+	__atomic_store_n(&m->pause_requested, true, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&pause_lock);
+}
+
 int machine_resume(struct machine *m)
 {
 	int rc = 0;

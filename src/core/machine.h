@@ -125,6 +125,13 @@ void machine_wait_start(struct machine *m);
  */
 int machine_pause(struct machine *m, unsigned timeout_ms);
 
+/*
+ * Before vcpu_threads_start(): the vCPUs start paused, as if
+ * machine_pause() had run (a guest migrated in that the user had paused
+ * on the source), until machine_resume().  Main thread, set-up only.
+ */
+void machine_start_paused(struct machine *m);
+
 /* Let paused vCPUs go on.  0, or -EALREADY when not paused. */
 int machine_resume(struct machine *m);
 

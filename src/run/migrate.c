@@ -143,6 +143,7 @@ struct source {
 	uint64_t downtime_ms;
 	double bytes_per_ms; /* measured over the last round */
 	bool logging, paused_here, quiesced;
+	bool user_paused; /* paused before the migration: stays paused on the target */
 	/* For the log line at the end: rounds sent, bytes of the stream,
 	 * CLOCK_MONOTONIC at the start and at the pause. */
 	unsigned rounds;
@@ -303,6 +304,7 @@ static int pause_and_quiesce(struct source *s, char *err, size_t errlen)
 		return -1;
 	}
 	s->paused_here = rc == 0;
+	s->user_paused = rc == -EALREADY;
 	if (machine_state_quiesce(s->m, err, errlen) < 0)
 		return -1;
 	s->quiesced = true;
@@ -407,7 +409,7 @@ enum migrate_outcome migrate_send(struct machine *m, int fd, char *err, size_t e
 	set_io_timeouts(fd);
 	if (migrate_until_loaded(&s, err, errlen) < 0) {
 		undo(&s);
-	} else if (send_line(fd, "COMMIT") < 0) {
+	} else if (send_line(fd, s.user_paused ? MIGRATE_COMMIT_PAUSED : MIGRATE_COMMIT) < 0) {
 		/* The target never saw COMMIT: it does not run the guest. */
 		snprintf(err, errlen, "target: cannot send COMMIT: %s", strerror(errno));
 		undo(&s);
@@ -528,8 +530,9 @@ static int accept_one(int lfd, const char *addr, char *err, size_t errlen)
 	return fd;
 }
 
-/* The stream after the connection: header, rounds, state, COMMIT. */
-static int receive_stream(struct machine *m, int fd, char *err, size_t errlen)
+/* The stream after the connection: header, rounds, state, COMMIT (with
+ * *paused set when the source's guest was paused by its user). */
+static int receive_stream(struct machine *m, int fd, bool *paused, char *err, size_t errlen)
 {
 	struct snapfile_reader *r = snapfile_open(fd, err, errlen);
 	char line[MIGRATE_MAX_LINE + 1];
@@ -551,7 +554,8 @@ static int receive_stream(struct machine *m, int fd, char *err, size_t errlen)
 			snprintf(err, errlen, "the source went away: %s", strerror(errno));
 		goto out;
 	}
-	if (strcmp(line, "COMMIT") != 0) {
+	*paused = strcmp(line, MIGRATE_COMMIT_PAUSED) == 0;
+	if (strcmp(line, MIGRATE_COMMIT) != 0 && !*paused) {
 		snprintf(err, errlen, "the source sent '%s', not COMMIT", line);
 		goto out;
 	}
@@ -563,7 +567,7 @@ out:
 
 int migrate_receive(struct machine *m, const char *addr, char *err, size_t errlen)
 {
-	bool unix_path = strncmp(addr, "unix:", 5) == 0;
+	bool unix_path = strncmp(addr, "unix:", 5) == 0, paused = false;
 	int lfd, fd, rc;
 
 	err[0] = '\0';
@@ -577,19 +581,24 @@ int migrate_receive(struct machine *m, const char *addr, char *err, size_t errle
 	if (fd < 0)
 		return -1;
 	set_io_timeouts(fd);
-	rc = receive_stream(m, fd, err, errlen);
+	rc = receive_stream(m, fd, &paused, err, errlen);
+	if (rc == 0 && paused)
+		machine_start_paused(m);
 	if (rc < 0) {
 		char line[MIGRATE_MAX_LINE];
 
 		snprintf(line, sizeof(line), "ERR %s", err);
 		(void)send_line(fd, line);
-	} else if (send_line(fd, "OK running") < 0) {
+	} else if (send_line(fd, paused ? "OK paused" : "OK running") < 0) {
 		/* The source stays paused when it sees no answer; running here
 		 * is what COMMIT asked for. */
 		log_warn("migration: could not confirm to the source: %s", strerror(errno));
 	}
 	close(fd);
 	if (rc == 0)
-		log_info("migrated in on %s", addr);
+		log_info("migrated in on %s%s", addr,
+		         paused ? "; the guest stays paused, as it was on the source "
+		                  "(khyvectl --resume lets it go on)"
+		                : "");
 	return rc;
 }

@@ -12,7 +12,9 @@
  * length (at most MIGRATE_MAX_LINE) then that many bytes of text: "OK
  * ready" after the header (or "ERR reason"), "OK loaded" after the
  * trailer (or "ERR reason"); the source then sends the framed line
- * "COMMIT" and the target answers "OK running" and starts its vCPUs.
+ * "COMMIT" and the target answers "OK running" and starts its vCPUs; or,
+ * for a guest its user had paused (khyvectl --pause), "COMMIT paused",
+ * answered by "OK paused": the target's vCPUs wait for vm.resume.
  */
 #ifndef KHYVE_RUN_MIGRATE_H
 #define KHYVE_RUN_MIGRATE_H
@@ -22,12 +24,15 @@
 
 struct machine;
 
-#define MIGRATE_MAX_LINE    512u   /* bytes of one framed line */
-#define MIGRATE_MAX_ROUNDS  30u    /* pre-copy rounds after the first */
-#define MIGRATE_DOWNTIME_MS 300u   /* migration.downtime_ms's default */
-#define MIGRATE_READY_MS    10000u /* the target's "OK ready" */
-#define MIGRATE_LOADED_MS   60000u /* the target's "OK loaded" */
-#define MIGRATE_RUNNING_MS  10000u /* the target's "OK running" after COMMIT */
+#define MIGRATE_MAX_LINE      512u   /* bytes of one framed line */
+#define MIGRATE_MAX_ROUNDS    30u    /* pre-copy rounds after the first */
+#define MIGRATE_DOWNTIME_MS   300u   /* migration.downtime_ms's default */
+#define MIGRATE_READY_MS      10000u /* the target's "OK ready" */
+#define MIGRATE_LOADED_MS     60000u /* the target's "OK loaded" */
+#define MIGRATE_RUNNING_MS    10000u /* the target's "OK running" after COMMIT */
+
+#define MIGRATE_COMMIT        "COMMIT"        /* the source's last line */
+#define MIGRATE_COMMIT_PAUSED "COMMIT paused" /* ... of a guest its user paused */
 
 /* What migrate_send() ended with. */
 enum migrate_outcome {

@@ -19,6 +19,13 @@
  *       record N sits intact at byte N*512 of the image IMG.  Prints
  *       "DUR-CHECK TAG acked=A verified=V lost=L" and exits 1 if L > 0,
  *       with the first few lost numbers on stderr.
+ *   durable-rec cut LISTEN TARGET BYTES (on level 1)
+ *       A migration stream broken mid-way: listens on the unix socket
+ *       LISTEN, accepts one source, connects to the unix socket TARGET (a
+ *       khyve -R) and relays both ways until BYTES went from the source to
+ *       the target; then prints "DUR-CUT after N bytes" and exits, which
+ *       closes both connections in the middle of the RAM.  Exits 1 if a
+ *       side closed first.
  *
  * Record layout (little-endian): magic "KHYVDUR1" (8 bytes), tag (8, NUL
  * padded), sequence number (8), then filler derived from the number up to
@@ -33,6 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define REC_SIZE  512
@@ -165,6 +175,70 @@ static int do_check(const char *img, const char *tag)
 	return lost ? 1 : 0;
 }
 
+/* A unix stream socket on `path`, listening (`server`) or connected; -1. */
+static int unix_socket(const char *path, bool server)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	if (fd < 0 || strlen(path) >= sizeof(sun.sun_path))
+		return -1;
+	memcpy(sun.sun_path, path, strlen(path));
+	if (server ? bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(fd, 1) < 0
+	           : connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Up to `max` bytes from `from` to `to`; how many (0: end), or -1. */
+static ssize_t relay(int from, int to, size_t max)
+{
+	static char buf[65536];
+	ssize_t n = read(from, buf, max < sizeof(buf) ? max : sizeof(buf));
+
+	for (ssize_t off = 0; n > 0 && off < n;) {
+		ssize_t w = write(to, buf + off, (size_t)(n - off));
+
+		if (w <= 0)
+			return -1;
+		off += w;
+	}
+	return n;
+}
+
+static int do_cut(const char *listen_path, const char *target_path, unsigned long long budget)
+{
+	int l = unix_socket(listen_path, true), s = l < 0 ? -1 : accept(l, NULL, NULL);
+	int t = s < 0 ? -1 : unix_socket(target_path, false);
+	unsigned long long sent = 0;
+
+	if (t < 0) {
+		fprintf(stderr, "durable-rec cut: %s\n", strerror(errno));
+		return 2;
+	}
+	while (sent < budget) {
+		struct pollfd p[2] = {{.fd = s, .events = POLLIN}, {.fd = t, .events = POLLIN}};
+		ssize_t n = 1;
+
+		if (poll(p, 2, -1) < 0)
+			return 2;
+		if (p[0].revents) {
+			n = relay(s, t, (size_t)(budget - sent));
+			sent += n > 0 ? (unsigned long long)n : 0;
+		}
+		if (n > 0 && p[1].revents)
+			n = relay(t, s, SIZE_MAX);
+		if (n <= 0) {
+			printf("DUR-CUT a side closed after %llu bytes\n", sent);
+			return 1;
+		}
+	}
+	printf("DUR-CUT after %llu bytes\n", sent);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && strcmp(argv[1], "write") == 0)
@@ -173,6 +247,9 @@ int main(int argc, char **argv)
 		return do_acks(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "check") == 0)
 		return do_check(argv[2], argv[3]);
-	fprintf(stderr, "usage: durable-rec write DEV TAG FIRST | acks TAG | check IMG TAG\n");
+	if (argc == 5 && strcmp(argv[1], "cut") == 0)
+		return do_cut(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+	fprintf(stderr, "usage: durable-rec write DEV TAG FIRST | acks TAG | check IMG TAG | "
+	                "cut LISTEN TARGET BYTES\n");
 	return 2;
 }
