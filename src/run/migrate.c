@@ -253,9 +253,15 @@ static int send_round(struct source *s, bool full)
 		snprintf(name, sizeof(name), SNAPSHOT_RAM_ROUND "%u", n++);
 		if (r->size == 0)
 			continue;
-		if (full)
-			rc = snapfile_write_ram(s->w, name, r->hva, r->size, SNAPSHOT_PAGE);
-		else
+		if (full) {
+			/* Pages written after this look are in the dirty log
+			 * (started before round 0) for the next round. */
+			uint64_t *in_use = snapshot_pages_in_use(r);
+
+			rc = snapfile_write_ram_some(s->w, name, r->hva, r->size, SNAPSHOT_PAGE,
+			                             in_use);
+			free(in_use);
+		} else
 			rc = snapfile_write_ram_pages(s->w, name, r->hva, r->size, SNAPSHOT_PAGE,
 			                              s->dirty[i]);
 		if (rc < 0)

@@ -234,13 +234,7 @@ void snapshot_prepare(void)
 		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 }
 
-/* A bitmap with bit i set for each page of `r` that is mapped or swapped
- * out (proc(5), pagemap): any other page of guest RAM (private anonymous
- * memory) was never written since it was last discarded and reads as
- * zero, so a save need not read it -- an idle 2 GiB guest would take half
- * a million faults of the zero page otherwise.  The caller frees it;
- * NULL when pagemap cannot tell (every page is read then). */
-static uint64_t *pages_in_use(const struct gmem_region *r)
+uint64_t *snapshot_pages_in_use(const struct gmem_region *r)
 {
 	size_t pages = r->size / SNAPSHOT_PAGE, i = 0;
 	off_t first = (off_t)((uintptr_t)r->hva / SNAPSHOT_PAGE) * 8;
@@ -279,7 +273,7 @@ static int save_ram(struct machine *m, struct snapfile_writer *w, uint64_t *cons
 			rc = snapfile_write_ram_pages(w, name, r->hva, r->size, SNAPSHOT_PAGE,
 			                              dirty[i]);
 		else {
-			uint64_t *in_use = pages_in_use(r);
+			uint64_t *in_use = snapshot_pages_in_use(r);
 
 			rc = snapfile_write_ram_some(w, name, r->hva, r->size, SNAPSHOT_PAGE,
 			                             in_use);

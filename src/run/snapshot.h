@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct gmem_region;
 struct machine;
 struct snapfile_reader;
 struct snapfile_writer;
@@ -59,6 +60,16 @@ int snapshot_restore(struct machine *m, int fd, char *err, size_t errlen);
  * map that tells which RAM pages are in use); call once before the
  * sandbox.  A save without it reads every page. */
 void snapshot_prepare(void);
+
+/* A bitmap with bit i set for each page of `r` that is mapped or swapped
+ * out (proc(5), pagemap): any other page of guest RAM (private anonymous
+ * memory) was never written since it was last discarded and reads as
+ * zero, so a save or a migration's first round need not read it (an idle
+ * 2 GiB guest would take half a million faults of the zero page
+ * otherwise).  For snapfile_write_ram_some(); the caller frees it.  NULL
+ * when pagemap cannot tell (no snapshot_prepare(), no memory): then every
+ * page is to be read. */
+uint64_t *snapshot_pages_in_use(const struct gmem_region *r);
 
 /*
  * The configuration text a state file records: every "key=value" line of
