@@ -304,49 +304,6 @@ static bool page_marked(const uint64_t *bitmap, size_t i)
 	return (bitmap[i / 64] >> (i % 64)) & 1;
 }
 
-int snapfile_write_ram(struct snapfile_writer *w, const char *name, const void *base, size_t len,
-                       size_t page_size)
-{
-	return snapfile_write_ram_some(w, name, base, len, page_size, NULL);
-}
-
-int snapfile_write_ram_some(struct snapfile_writer *w, const char *name, const void *base,
-                            size_t len, size_t page_size, const uint64_t *maybe)
-{
-	const uint8_t *ram = base;
-	size_t pages, run = 0, i;
-	uint8_t hdr[16] = {0};
-
-	if (page_size < SNAPFILE_RAM_MIN_PAGE || page_size > SNAPFILE_RAM_MAX_PAGE ||
-	    (page_size & (page_size - 1)) != 0 || len % page_size != 0 ||
-	    ((uintptr_t)base & 7) != 0)
-		return wfail(w, "state file: RAM section '%s': bad page size %zu for %zu bytes",
-		             name ? name : "", page_size, len);
-	if (snapfile_section_begin(w, name) < 0)
-		return -1;
-	put_le(hdr, len, 8);
-	put_le(hdr + 8, page_size, 4);
-	if (snapfile_write(w, hdr, sizeof(hdr)) < 0)
-		return -1;
-	pages = len / page_size;
-	for (i = 0; i < pages; i++) {
-		if ((maybe == NULL || page_marked(maybe, i)) &&
-		    !page_is_zero(ram + i * page_size, page_size)) {
-			run++;
-			continue;
-		}
-		if (run > 0 && write_extent(w, ram, i - run, run, page_size) < 0)
-			return -1;
-		run = 0;
-	}
-	if (run > 0 && write_extent(w, ram, i - run, run, page_size) < 0)
-		return -1;
-	memset(hdr, 0, sizeof(hdr));
-	if (snapfile_write(w, hdr, sizeof(hdr)) < 0)
-		return -1;
-	return snapfile_section_end(w);
-}
-
 static bool ram_args_ok(const void *base, size_t len, size_t page_size)
 {
 	return page_size >= SNAPFILE_RAM_MIN_PAGE && page_size <= SNAPFILE_RAM_MAX_PAGE &&
@@ -354,14 +311,16 @@ static bool ram_args_ok(const void *base, size_t len, size_t page_size)
 	       ((uintptr_t)base & 7) == 0;
 }
 
-int snapfile_write_ram_pages(struct snapfile_writer *w, const char *name, const void *base,
-                             size_t len, size_t page_size, const uint64_t *bitmap)
+/* A whole RAM section: the pages `bitmap` marks (every page when NULL),
+ * those that are all-zero left out too when `skip_zero`. */
+static int write_ram_section(struct snapfile_writer *w, const char *name, const void *base,
+                             size_t len, size_t page_size, const uint64_t *bitmap, bool skip_zero)
 {
 	const uint8_t *ram = base;
 	size_t pages, run = 0, i;
 	uint8_t hdr[16] = {0};
 
-	if (!ram_args_ok(base, len, page_size) || bitmap == NULL)
+	if (!ram_args_ok(base, len, page_size))
 		return wfail(w, "state file: RAM section '%s': bad page size %zu for %zu bytes",
 		             name ? name : "", page_size, len);
 	if (snapfile_section_begin(w, name) < 0)
@@ -372,7 +331,8 @@ int snapfile_write_ram_pages(struct snapfile_writer *w, const char *name, const 
 		return -1;
 	pages = len / page_size;
 	for (i = 0; i < pages; i++) {
-		if (page_marked(bitmap, i)) {
+		if ((bitmap == NULL || page_marked(bitmap, i)) &&
+		    !(skip_zero && page_is_zero(ram + i * page_size, page_size))) {
 			run++;
 			continue;
 		}
@@ -386,6 +346,27 @@ int snapfile_write_ram_pages(struct snapfile_writer *w, const char *name, const 
 	if (snapfile_write(w, hdr, sizeof(hdr)) < 0)
 		return -1;
 	return snapfile_section_end(w);
+}
+
+int snapfile_write_ram(struct snapfile_writer *w, const char *name, const void *base, size_t len,
+                       size_t page_size)
+{
+	return write_ram_section(w, name, base, len, page_size, NULL, true);
+}
+
+int snapfile_write_ram_some(struct snapfile_writer *w, const char *name, const void *base,
+                            size_t len, size_t page_size, const uint64_t *maybe)
+{
+	return write_ram_section(w, name, base, len, page_size, maybe, true);
+}
+
+int snapfile_write_ram_pages(struct snapfile_writer *w, const char *name, const void *base,
+                             size_t len, size_t page_size, const uint64_t *bitmap)
+{
+	if (bitmap == NULL)
+		return wfail(w, "state file: RAM section '%s': bad page size %zu for %zu bytes",
+		             name ? name : "", page_size, len);
+	return write_ram_section(w, name, base, len, page_size, bitmap, false);
 }
 
 int snapfile_finish(struct snapfile_writer *w, char *err, size_t errlen)
