@@ -114,3 +114,23 @@ int file_rename_durable(const char *tmp, const char *path, bool replace)
 		return -1;
 	return sync_parent(path) < 0 ? -2 : 0;
 }
+
+int file_first_line(const char *path, char *out, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	int e;
+
+	out[0] = '\0';
+	if (f == NULL)
+		return -1;
+	if (fgets(out, (int)len, f) == NULL) {
+		e = ferror(f) ? errno : ENODATA;
+		out[0] = '\0';
+		fclose(f);
+		errno = e;
+		return -1;
+	}
+	out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+	return 0;
+}

@@ -50,4 +50,12 @@ int file_rename_noreplace(const char *from, const char *to);
  */
 int file_rename_durable(const char *tmp, const char *path, bool replace);
 
+/*
+ * The first line of the text file `path` into `out` (`len` bytes with the
+ * NUL, the newline left off, cut at `len` - 1 bytes): a small state file
+ * (cgroup's memory.max) or a tool's saved stderr.  Returns 0; -1 with
+ * errno and `out` empty when `path` cannot be opened or is empty.
+ */
+int file_first_line(const char *path, char *out, size_t len);
+
 #endif

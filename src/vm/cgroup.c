@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/file.h"
+
 #define MIB          (1024ull * 1024)
 #define MEMORY_EXTRA (256 * MIB)
 
@@ -126,18 +128,10 @@ static int write_file(const char *dir, const char *file, const char *value)
 static void read_line(const char *dir, const char *file, char *out, size_t len)
 {
 	char path[PATH_MAX];
-	FILE *f;
 
 	out[0] = '\0';
-	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
-		return;
-	f = fopen(path, "re");
-	if (f == NULL)
-		return;
-	if (fgets(out, (int)len, f) == NULL)
-		out[0] = '\0';
-	out[strcspn(out, "\n")] = '\0';
-	fclose(f);
+	if (snprintf(path, sizeof(path), "%s/%s", dir, file) < (int)sizeof(path))
+		(void)file_first_line(path, out, len);
 }
 
 /* Whether DIR/cgroup.controllers lists `name`. */

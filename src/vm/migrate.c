@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/file.h"
 #include "vm/khyvecmd.h"
 #include "vm/live.h"
 #include "vm/paths.h"
@@ -383,22 +384,15 @@ static int child_start(char *const *argv, const char *errfile, struct child *c)
 /* Close its stdin (the target's side ends), wait up to `ms`, then kill it. */
 static void child_end(struct child *c, int ms)
 {
-	struct timespec step = {0, 20 * 1000 * 1000};
-
 	if (c->in >= 0)
 		close(c->in);
 	c->in = -1;
-	for (int waited = 0; c->pid > 0; waited += 20) {
-		if (waitpid(c->pid, NULL, WNOHANG) != 0)
-			break;
-		if (waited >= ms)
-			kill(c->pid, SIGTERM);
-		if (waited >= ms + 2000) {
+	if (c->pid > 0 && vm_wait_child(c->pid, NULL, ms) == 0) {
+		kill(c->pid, SIGTERM);
+		if (vm_wait_child(c->pid, NULL, 2000) == 0) {
 			kill(c->pid, SIGKILL);
-			waitpid(c->pid, NULL, 0);
-			break;
+			vm_wait_child(c->pid, NULL, -1);
 		}
-		nanosleep(&step, NULL);
 	}
 	c->pid = -1;
 	if (c->out >= 0)
@@ -435,14 +429,7 @@ static int read_line(int fd, char *line, size_t len, int ms)
 /* The first line of `path` (a tool's stderr), or `def`. */
 static void first_line(const char *path, char *out, size_t len, const char *def)
 {
-	FILE *f = fopen(path, "re");
-
-	snprintf(out, len, "%s", def);
-	if (f && fgets(out, (int)len, f))
-		out[strcspn(out, "\n")] = '\0';
-	if (f)
-		fclose(f);
-	if (!out[0])
+	if (file_first_line(path, out, len) < 0 || !out[0])
 		snprintf(out, len, "%s", def);
 }
 

@@ -664,25 +664,6 @@ static pid_t spawn_khyve(struct supervisor *s, const struct argv *a)
 	return pid;
 }
 
-/* Wait for khyve; with grace_ms >= 0 give up after that long and return 0. */
-static int wait_khyve(pid_t pid, int *status, long grace_ms)
-{
-	struct timespec step = {0, 10 * 1000 * 1000};
-
-	for (long waited = 0;; waited += 10) {
-		pid_t r = waitpid(pid, status, grace_ms >= 0 ? WNOHANG : 0);
-		if (r == pid)
-			return 1;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (grace_ms >= 0 && r == 0) {
-			if (waited >= grace_ms)
-				return 0;
-			nanosleep(&step, NULL);
-		}
-	}
-}
-
 /*
  * The start-up grace: wait up to grace_ms for khyve to end (1, with
  * *status) or to report on s->khyve_ready that its guest runs (0); -1 when
@@ -727,7 +708,7 @@ static bool exited_with(int status, int code)
  */
 static int wait_restore(struct supervisor *s, pid_t pid, int *status)
 {
-	int ended = wait_khyve(pid, status, RESTORE_GRACE_MS);
+	int ended = vm_wait_child(pid, status, RESTORE_GRACE_MS);
 
 	if (ended == 1 && exited_with(*status, 4)) {
 		s->restore_failed = true;
@@ -883,7 +864,7 @@ static int run_once(struct supervisor *s)
 		ended = wait_start(s, pid, &status, START_GRACE_MS);
 	if (ended == 0) {
 		report(s, NULL);
-		ended = wait_khyve(pid, &status, -1);
+		ended = vm_wait_child(pid, &status, -1);
 	}
 	if (ended < 0)
 		status = 4 << 8; /* lost our own child (cannot happen): an error */

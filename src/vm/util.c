@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/mac.h"
@@ -331,4 +332,23 @@ int vm_share_dir(const char *self, char *out)
 			return 0;
 	}
 	return -1;
+}
+
+int vm_wait_child(pid_t pid, int *status, long ms)
+{
+	struct timespec step = {0, 10 * 1000 * 1000};
+
+	for (long waited = 0;; waited += 10) {
+		pid_t r = waitpid(pid, status, ms >= 0 ? WNOHANG : 0);
+
+		if (r == pid)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (ms >= 0 && r == 0) {
+			if (waited >= ms)
+				return 0;
+			nanosleep(&step, NULL);
+		}
+	}
 }

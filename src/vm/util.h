@@ -55,4 +55,12 @@ int vm_share_dir(const char *self, char *out);
 /* True when the path exists (lstat). */
 bool vm_exists(const char *path);
 
+/*
+ * Wait for the child `pid` to end: up to `ms` milliseconds (checking every
+ * 10 ms), or for as long as it takes when `ms` is negative.  Returns 1
+ * when it ended (its waitpid(2) status in `*status` when not NULL), 0 when
+ * `ms` passed first, -1 with errno when it is not our child.
+ */
+int vm_wait_child(pid_t pid, int *status, long ms);
+
 #endif
