@@ -10,7 +10,9 @@
  * The default MAC is bhyve's: OUI 00:a0:98 and the first three bytes of
  * MD5("SLOT-FUNC-VMNAME"), so a VM keeps its address when moved from bhyve.
  * Each NIC counts its frames for the API as "net0", "net1", ... in slot
- * order (lib/counters.h).
+ * order (lib/counters.h).  After a restore or an incoming migration the
+ * NIC announces its MAC with RARP broadcasts, as QEMU's self-announce does,
+ * so that bridges and switches learn the guest's new port before it sends.
  */
 #include <errno.h>
 #include <poll.h>
@@ -27,6 +29,7 @@
 #include "bus/pci.h"
 #include "bus/virtio_pci.h"
 #include "core/machine.h"
+#include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/counters.h"
 #include "lib/devopts.h"
@@ -64,6 +67,12 @@
 #define NET_TX_IOV              64
 #define NET_MIN_MTU             68
 #define NET_MAX_MTU             65535
+/* Self-announce after a restore: QEMU's defaults (announce-initial 50 ms,
+ * announce-rounds 5, announce-step 100 ms). */
+#define NET_ANNOUNCE_ROUNDS   5
+#define NET_ANNOUNCE_FIRST_NS (50 * 1000000ull)
+#define NET_ANNOUNCE_STEP_NS  (100 * 1000000ull)
+#define NET_RARP_FRAME        60 /* the Ethernet minimum, without the FCS */
 
 struct virtio_net_config {
 	uint8_t mac[6];
@@ -84,6 +93,10 @@ struct virtio_net {
 	 * thread leaves the tap unread; what overflows it is lost, as on a
 	 * wire. */
 	bool rx_paused;
+	/* RARP announcements still to send (set by a restore, sent by the
+	 * receive thread) and when the next one is due (monotonic ns). */
+	unsigned announce_left;
+	uint64_t announce_at;
 	struct iovec rx_iov[NET_RX_IOV];
 	struct vq_elem rx_elem[NET_RX_CHAINS];
 	uint8_t *rx_bounce; /* for frames when the posted buffers may be too small */
@@ -298,6 +311,61 @@ static bool rx_drain(struct virtio_net *net, struct virtio_queue *q)
 	return starved;
 }
 
+/* ---- self-announce (RFC 903 RARP, as QEMU's qemu_announce_self) ---- */
+
+/* One RARP "reverse request" from the guest's MAC, broadcast: carries no
+ * address, only teaches the bridges on the way where that MAC is now. */
+static void announce_send(struct virtio_net *net)
+{
+	uint8_t hdr[NET_HDR_LEN] = {0}, frame[NET_RARP_FRAME] = {0};
+	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {frame, sizeof(frame)}};
+	static const uint8_t arp[] = {0x80, 0x35,  /* EtherType RARP */
+	                              0x00, 0x01,  /* hardware: Ethernet */
+	                              0x08, 0x00,  /* protocol: IPv4 */
+	                              6,    4,     /* address lengths */
+	                              0x00, 0x03}; /* op: reverse request */
+
+	memset(frame, 0xff, 6);
+	memcpy(frame + 6, net->cfg.mac, 6);
+	memcpy(frame + 12, arp, sizeof(arp));
+	memcpy(frame + 22, net->cfg.mac, 6); /* sender MAC; sender IP 0 */
+	memcpy(frame + 32, net->cfg.mac, 6); /* target MAC; target IP 0 */
+	if (writev(tap_fd(net->tap), iov, 2) < 0)
+		log_ratelimited(&net_rl, LOG_DEBUG, "virtio-net: %s: announce: %s",
+		                tap_name(net->tap), strerror(errno));
+}
+
+/* poll(2)'s timeout until the next announcement (-1: none due), sending
+ * the ones due now; under the receive queue's lock. */
+static int announce_due(struct virtio_net *net)
+{
+	uint64_t now = monotonic_ns();
+
+	if (net->announce_left == 0)
+		return -1;
+	if (net->rx_paused)
+		return 10; /* a checkpoint's quiesce: look again soon */
+	if (now >= net->announce_at) {
+		announce_send(net);
+		net->announce_left--;
+		net->announce_at =
+		    now + NET_ANNOUNCE_STEP_NS * (NET_ANNOUNCE_ROUNDS - net->announce_left);
+		if (net->announce_left == 0)
+			return -1;
+	}
+	return now >= net->announce_at ? 0 : (int)((net->announce_at - now) / 1000000 + 1);
+}
+
+static int rx_poll_timeout(struct virtio_net *net, struct virtio_queue *q)
+{
+	int ms;
+
+	pthread_mutex_lock(&q->lock);
+	ms = announce_due(net);
+	pthread_mutex_unlock(&q->lock);
+	return ms;
+}
+
 static void *rx_main(void *arg)
 {
 	struct virtio_net *net = arg;
@@ -314,13 +382,15 @@ static void *rx_main(void *arg)
 	for (;;) {
 		/* Without buffers, wait for the guest's kick, not the tap. */
 		pfd[0].events = starved ? 0 : POLLIN;
-		if (poll(pfd, 3, -1) < 0 && errno != EINTR)
+		if (poll(pfd, 3, rx_poll_timeout(net, q)) < 0 && errno != EINTR)
 			break;
 		/* Started by a restore, before sandbox_arm(): filtered from the
 		 * first wake after it on. */
 		sandbox_thread_enter(SANDBOX_NET_RX);
 		if (pfd[2].revents)
 			break;
+		if (!(pfd[0].revents | pfd[1].revents))
+			continue; /* only an announcement was due */
 		if (pfd[1].revents && read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			break;
 		pthread_mutex_lock(&q->lock);
@@ -639,9 +709,14 @@ static int net_restore(struct pci_func *f, struct sbuf_reader *in, char *err, si
 	old_status = net->cfg.status;
 	memcpy(net->cfg.mac, mac, sizeof(mac));
 	net->cfg.status = status;
+	/* Read by the receive thread the transport's restore starts; on a
+	 * migration's target that is once the source has paused. */
+	net->announce_left = NET_ANNOUNCE_ROUNDS;
+	net->announce_at = monotonic_ns() + NET_ANNOUNCE_FIRST_NS;
 	pthread_mutex_unlock(&vd->lock);
 	if (virtio_pci_restore(vd, in) == 0)
 		return 0;
+	net->announce_left = 0;
 	/* Refused: the device stays as it was. */
 	pthread_mutex_lock(&vd->lock);
 	memcpy(net->cfg.mac, old_mac, sizeof(old_mac));

@@ -285,15 +285,41 @@ static void host_send(unsigned len)
 	assert_int_equal(send(host_end, frame, len, 0), (ssize_t)len);
 }
 
-/* Frames the host received within `ms`: how many. */
+/* RARP announcements the host has seen since the last reset to 0. */
+static unsigned rarps_seen;
+
+/* A restore's self-announce: a broadcast RARP reverse request naming the
+ * NIC's MAC as sender and target, padded to 60 bytes. */
+static bool is_rarp(const uint8_t *buf, ssize_t n)
+{
+	static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	const uint8_t *e = buf + HDR;
+
+	if (n < HDR + 14 || e[12] != 0x80 || e[13] != 0x35)
+		return false;
+	assert_int_equal(n, HDR + 60);
+	assert_memory_equal(e, bcast, 6);
+	assert_memory_equal(e + 6, test_mac, 6);
+	assert_int_equal(e[21], 3); /* op: reverse request */
+	assert_memory_equal(e + 22, test_mac, 6);
+	assert_memory_equal(e + 32, test_mac, 6);
+	return true;
+}
+
+/* Frames the host received within `ms`, announcements left out: how many. */
 static unsigned host_frames(unsigned ms)
 {
 	uint8_t buf[4096];
 	unsigned n = 0;
+	ssize_t got;
 
 	for (unsigned t = 0; t < ms; t++) {
-		while (recv(host_end, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-			n++;
+		while ((got = recv(host_end, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+			if (is_rarp(buf, got))
+				rarps_seen++;
+			else
+				n++;
+		}
 		usleep(1000);
 	}
 	return n;
@@ -396,6 +422,32 @@ static void test_save_restore(void **state)
 	sbuf_free(&out);
 }
 
+/* After a restore the NIC announces its MAC five times (50 ms, then 100,
+ * 200, 300 and 400 ms apart, as QEMU's self-announce), then no more. */
+static void test_restore_announces(void **state)
+{
+	struct sbuf out;
+	char err[256] = "";
+
+	(void)state;
+	start_device();
+	quiesce();
+	save(&out);
+	wr(CC_STATUS, 1, 0);
+	f->de->unquiesce(f);
+	host_drain();
+	rarps_seen = 0;
+	assert_int_equal(restore(out.data, out.len, err, sizeof(err)), 0);
+	assert_int_equal(host_frames(30), 0);
+	assert_int_equal(rarps_seen, 0); /* the first waits 50 ms */
+	for (unsigned t = 0; t < 3000 && rarps_seen < 5; t += 100)
+		host_frames(100);
+	assert_int_equal(rarps_seen, 5);
+	host_frames(600);
+	assert_int_equal(rarps_seen, 5);
+	sbuf_free(&out);
+}
+
 static void refuse(const struct sbuf *out, size_t off, const void *bytes, size_t n, const char *why)
 {
 	uint8_t *copy = malloc(out->len);
@@ -448,6 +500,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_quiesce_holds_both_directions),
 	    cmocka_unit_test(test_save_restore),
+	    cmocka_unit_test(test_restore_announces),
 	    cmocka_unit_test(test_refusals),
 	};
 
