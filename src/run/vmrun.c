@@ -334,6 +334,8 @@ int vmrun(uint64_t start_ns)
 	code = __atomic_load_n(&m.exit_code, __ATOMIC_SEQ_CST);
 	mevent_loop_free(m.loop);
 	pflash_close(m.vars);
-	vm_destroy(&m.vm);
+	/* No vm_destroy(): device threads (queue threads, blockif's pool,
+	 * the receive thread) are not joined and may still touch guest RAM
+	 * and the dirty bitmaps; both go with the process, which ends now. */
 	return code;
 }
