@@ -824,18 +824,19 @@ static const struct endpoint endpoints[] = {
     {"vm.migrate", "PUT", on_state_call},
 };
 
+bool api_url_names(const char *url, const char *name)
+{
+	size_t plen = strlen(API_PREFIX), n = strlen(name);
+
+	return url != NULL && strncmp(url, API_PREFIX, plen) == 0 &&
+	       strncmp(url + plen, name, n) == 0 && strchr("?#", url[plen + n]) != NULL;
+}
+
 /* The endpoint named by `url` (query string ignored), or NULL. */
 static const struct endpoint *find_endpoint(const char *url)
 {
-	size_t plen = strlen(API_PREFIX), n;
-	const char *name;
-
-	if (url == NULL || strncmp(url, API_PREFIX, plen) != 0)
-		return NULL;
-	name = url + plen;
-	n = strcspn(name, "?#");
 	for (size_t i = 0; i < sizeof(endpoints) / sizeof(endpoints[0]); i++)
-		if (strlen(endpoints[i].name) == n && strncmp(endpoints[i].name, name, n) == 0)
+		if (api_url_names(url, endpoints[i].name))
 			return &endpoints[i];
 	return NULL;
 }

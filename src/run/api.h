@@ -76,6 +76,13 @@ struct api {
 int api_init(struct api *a, struct machine *m);
 
 /*
+ * Whether the request path `url` (may be NULL) names the endpoint `name`
+ * ("vm.info"): "/api/v1/" and `name`, then nothing, a query ("?...") or
+ * a fragment ("#...").  docs/api.md, "Requests".
+ */
+bool api_url_names(const char *url, const char *name);
+
+/*
  * Answer one request: `method` ("GET", "PUT", ...), `url` the path
  * ("/api/v1/vm.info"; a query string is ignored), `body` of `len` bytes
  * (need not be NUL-terminated; NULL when len is 0).  Fills `r`; the

@@ -422,17 +422,6 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
 	api_reply_free(&r);
 }
 
-/* Whether `url` is /api/v1/NAME, with or without a query. */
-static bool url_names(const char *url, const char *name)
-{
-	static const char prefix[] = "/api/v1/";
-	size_t n = strlen(name);
-
-	return strncmp(url, prefix, sizeof(prefix) - 1) == 0 &&
-	       strncmp(url + sizeof(prefix) - 1, name, n) == 0 &&
-	       strchr("?#", url[sizeof(prefix) - 1 + n]) != NULL;
-}
-
 /* PUT vm.media-insert, vm.checkpoint, vm.suspend or vm.migrate with Upgrade: khyve-fd. */
 static enum fd_call wants_fd_upgrade(struct MHD_Connection *c, const char *url, const char *method)
 {
@@ -441,13 +430,13 @@ static enum fd_call wants_fd_upgrade(struct MHD_Connection *c, const char *url, 
 	if (url == NULL || method == NULL || strcmp(method, "PUT") != 0 || up == NULL ||
 	    strcasecmp(up, "khyve-fd") != 0)
 		return FD_CALL_NONE;
-	if (url_names(url, "vm.media-insert"))
+	if (api_url_names(url, "vm.media-insert"))
 		return FD_CALL_MEDIA;
-	if (url_names(url, "vm.checkpoint"))
+	if (api_url_names(url, "vm.checkpoint"))
 		return FD_CALL_CHECKPOINT;
-	if (url_names(url, "vm.suspend"))
+	if (api_url_names(url, "vm.suspend"))
 		return FD_CALL_SUSPEND;
-	if (url_names(url, "vm.migrate"))
+	if (api_url_names(url, "vm.migrate"))
 		return FD_CALL_MIGRATE;
 	return FD_CALL_NONE;
 }
