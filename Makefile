@@ -462,13 +462,17 @@ graphics-lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 # The fence agent share/fence/fence_khyve_ns with its power controller
 # (tests/ha/fence, 3 s); the OCF resource agent share/ocf/vm (ocf:khyve:vm)
 # with resource-agents' ocf-tester and tiny guests on this host's KVM, under
-# the real vm, khyve and khyvectl (tests/ha/agent; about 25 s).
+# the real vm, khyve and khyvectl (tests/ha/agent; about 25 s); a
+# three-node Pacemaker/Corosync cluster in namespaces running such a guest
+# through start, failover, rejoin, standby (live migration), a network cut
+# and migration-threshold (tests/ha/cluster; about 70 s).
 .PHONY: ha-tests
 ha-tests: $(BUILD)/bin/vm $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/guests/ticker.rom \
           $(BUILD)/guests/pwrbtn.rom
-	@scripts/need-packages resource-agents libxml2-utils python3
+	@scripts/need-packages resource-agents libxml2-utils python3 pacemaker corosync pcs
 	@tests/ha/fence
 	@tests/ha/agent $(BUILD)
+	@timeout -k 20 400 tests/ha/cluster $(BUILD)
 
 lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(VNCSHOT_BIN)
 	@tests/lab/graphics
