@@ -465,7 +465,7 @@ graphics-lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 # the real vm, khyve and khyvectl (tests/ha/agent; about 25 s); a
 # three-node Pacemaker/Corosync cluster in namespaces running such a guest
 # through start, failover, rejoin, standby (live migration), a network cut
-# and migration-threshold (tests/ha/cluster; about 70 s).
+# and migration-threshold (tests/ha/cluster; about 60 s).
 .PHONY: ha-tests
 ha-tests: $(BUILD)/bin/vm $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/guests/ticker.rom \
           $(BUILD)/guests/pwrbtn.rom
