@@ -459,14 +459,20 @@ graphics-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 graphics-lab-tests: $(BUILD)/bin/khyve $(VNCSHOT_BIN)
 	@tests/lab/graphics
 
-# The OCF resource agent share/ocf/vm (ocf:khyve:vm) with resource-agents'
-# ocf-tester and tiny guests on this host's KVM, under the real vm, khyve
-# and khyvectl (tests/ha/agent; about 25 s).
+# The fence agent share/fence/fence_khyve_ns with its power controller
+# (tests/ha/fence, 3 s); the OCF resource agent share/ocf/vm (ocf:khyve:vm)
+# with resource-agents' ocf-tester and tiny guests on this host's KVM, under
+# the real vm, khyve and khyvectl (tests/ha/agent; about 25 s); a
+# three-node Pacemaker/Corosync cluster in namespaces running such a guest
+# through start, failover, rejoin, standby (live migration), a network cut
+# and migration-threshold (tests/ha/cluster; about 60 s).
 .PHONY: ha-tests
 ha-tests: $(BUILD)/bin/vm $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/guests/ticker.rom \
           $(BUILD)/guests/pwrbtn.rom
-	@scripts/need-packages resource-agents libxml2-utils python3
+	@scripts/need-packages resource-agents libxml2-utils python3 pacemaker corosync pcs
+	@tests/ha/fence
 	@tests/ha/agent $(BUILD)
+	@timeout -k 20 400 tests/ha/cluster $(BUILD)
 
 lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(VNCSHOT_BIN)
 	@tests/lab/graphics
@@ -511,6 +517,8 @@ DESTDIR ?=
 SYSTEMD_DIR ?= /etc/systemd/system
 # Pacemaker's OCF resource agents (the agent is ocf:khyve:vm), whatever PREFIX is.
 OCF_DIR ?= /usr/lib/ocf/resource.d
+# Where pacemaker-fenced looks for fence agents (fence_khyve_ns), whatever PREFIX is.
+FENCE_DIR ?= /usr/sbin
 # Where bash-completion loads completions on demand (as SYSTEMD_DIR, the
 # system's place whatever PREFIX is); under DESTDIR when one is given.
 BASH_COMPLETION_DIR ?= /usr/share/bash-completion/completions
@@ -520,6 +528,8 @@ install: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(WEB_STAMP)
 		$(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(SYSTEMD_DIR) \
 		$(DESTDIR)$(BASH_COMPLETION_DIR) $(DESTDIR)$(OCF_DIR)/khyve
 	install -m 755 share/ocf/vm $(DESTDIR)$(OCF_DIR)/khyve/vm
+	install -d $(DESTDIR)$(FENCE_DIR)
+	install -m 755 share/fence/fence_khyve_ns $(DESTDIR)$(FENCE_DIR)/fence_khyve_ns
 	install -m 644 share/completion/vm share/completion/khyve share/completion/khyvectl \
 		$(DESTDIR)$(BASH_COMPLETION_DIR)/
 	install -m 755 $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(DESTDIR)$(PREFIX)/sbin/
