@@ -137,13 +137,15 @@ static const int vnc_calls[] = {
  * vm.media-insert receives the image's fd (recvmsg, SCM_RIGHTS) and the
  * drive's change() looks at it (fstat, lseek); vm.checkpoint/vm.suspend
  * write the state file they are passed the same way and sync it, the
- * disks (fdatasync) and the variable store (msync). */
+ * disks (fdatasync) and the variable store (msync); a state file's or
+ * migration stream's chunks go out as their length and payload in one
+ * writev. */
 static const int api_calls[] = {
 	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait),
 	SCMP_SYS(epoll_ctl), SCMP_SYS(accept4), SCMP_SYS(accept), SCMP_SYS(recvfrom),
 	SCMP_SYS(sendto), SCMP_SYS(sendmsg), SCMP_SYS(shutdown), SCMP_SYS(setsockopt), SCMP_SYS(fcntl),
 	SCMP_SYS(pread64), SCMP_SYS(recvmsg), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek),
-	SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(mmap), SCMP_SYS(msync), END};
+	SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(mmap), SCMP_SYS(msync), SCMP_SYS(writev), END};
 
 #ifdef SANDBOX_SANITIZERS
 /* ASan/UBSan/LSan builds (detected at compile time): the runtime's own

@@ -365,7 +365,7 @@ static int start_stream(struct source *s, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	s->w = snapfile_create(s->fd, SNAPSHOT_CREATOR, config, err, errlen);
+	s->w = snapfile_create_stream(s->fd, SNAPSHOT_CREATOR, config, err, errlen);
 	free(config);
 	if (s->w == NULL)
 		return -1;
@@ -540,7 +540,7 @@ static int accept_one(int lfd, const char *addr, char *err, size_t errlen)
  * *paused set when the source's guest was paused by its user). */
 static int receive_stream(struct machine *m, int fd, bool *paused, char *err, size_t errlen)
 {
-	struct snapfile_reader *r = snapfile_open(fd, err, errlen);
+	struct snapfile_reader *r = snapfile_open_stream(fd, err, errlen);
 	char line[MIGRATE_MAX_LINE + 1];
 	int rc = -1;
 
