@@ -100,12 +100,14 @@ static const int main_calls[] = {
 
 /* Exit handlers: UART output (stdio, tcp=), pflash msync, virtio-rnd run
  * inline, timers (RTC, NVMe), kicks (taking a pending kick signal after
- * KVM_RUN's EINTR: vcpu_eat_kicks); plus io_uring, disk I/O and thread
- * start through the flags (role_table). */
+ * KVM_RUN's EINTR: vcpu_eat_kicks), a migration's throttle (the thread's
+ * own POSIX timer, and sleeping in sigtimedwait for a kick); plus
+ * io_uring, disk I/O and thread start through the flags (role_table). */
 static const int vcpu_calls[] = {
 	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
 	SCMP_SYS(msync), SCMP_SYS(getrandom), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(sendto),
-	SCMP_SYS(rt_sigtimedwait),
+	SCMP_SYS(rt_sigtimedwait), SCMP_SYS(timer_create), SCMP_SYS(timer_settime),
+	SCMP_SYS(timer_delete),
 	/* the UART's FIFO has room again: console input is watched again */
 	SCMP_SYS(epoll_ctl), END};
 
