@@ -168,12 +168,15 @@ static void test_snapfile_pipe(void **state)
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-/* A small valid file in `buf`; its length. */
-static size_t small_file(uint8_t *buf, size_t cap)
+/* A small valid file in `buf` ("a", "ram", the trailer), or a stream
+ * (its "ram" with the fast sum); its length. */
+static size_t small_made(uint8_t *buf, size_t cap, bool stream)
 {
 	int fd = memfd();
 	char err[256];
-	struct snapfile_writer *w = snapfile_create(fd, "v1", "cfg", err, sizeof(err));
+	struct snapfile_writer *w = stream
+	                                ? snapfile_create_stream(fd, "v1", "cfg", err, sizeof(err))
+	                                : snapfile_create(fd, "v1", "cfg", err, sizeof(err));
 	uint8_t ram[2 * 512] = {0};
 	ssize_t n;
 
@@ -188,6 +191,11 @@ static size_t small_file(uint8_t *buf, size_t cap)
 	assert_true(n > 0 && (size_t)n < cap);
 	close(fd);
 	return (size_t)n;
+}
+
+static size_t small_file(uint8_t *buf, size_t cap)
+{
+	return small_made(buf, cap, false);
 }
 
 static int verify_bytes(const uint8_t *buf, size_t len, char *err, size_t errlen)
@@ -484,28 +492,6 @@ static void test_snapfile_big_write(void **state)
 	close(fd);
 }
 
-/* A small stream: "a" (SHA-256), "ram" (the fast sum), the trailer. */
-static size_t small_stream(uint8_t *buf, size_t cap)
-{
-	int fd = memfd();
-	char err[256];
-	struct snapfile_writer *w = snapfile_create_stream(fd, "v1", "cfg", err, sizeof(err));
-	uint8_t ram[2 * 512] = {0};
-	ssize_t n;
-
-	ram[600] = 9;
-	assert_non_null(w);
-	assert_int_equal(snapfile_section_begin(w, "a"), 0);
-	assert_int_equal(snapfile_write(w, "hello", 5), 0);
-	assert_int_equal(snapfile_section_end(w), 0);
-	assert_int_equal(snapfile_write_ram(w, "ram", ram, sizeof(ram), 512), 0);
-	assert_int_equal(snapfile_finish(w, err, sizeof(err)), 0);
-	n = pread(fd, buf, cap, 0);
-	assert_true(n > 0 && (size_t)n < cap);
-	close(fd);
-	return (size_t)n;
-}
-
 /* Read a stream through snapfile_open_stream(), each section in pieces of
  * `piece` bytes (odd ones reach the fast sum's partial words); 0 when
  * every section and the trailer matched. */
@@ -547,7 +533,7 @@ static int read_stream_bytes(const uint8_t *buf, size_t len, size_t piece, char 
 static void test_snapfile_stream(void **state)
 {
 	uint8_t buf[4096], file[4096];
-	size_t len = small_stream(buf, sizeof(buf)), flen = small_file(file, sizeof(file));
+	size_t len = small_made(buf, sizeof(buf), true), flen = small_file(file, sizeof(file));
 	char err[256];
 
 	(void)state;
