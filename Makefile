@@ -188,6 +188,7 @@ $(BUILD)/guests/%.rom: tests/guests/%.S tests/guests/rom.ld tests/guests/guest.i
 	$(call say,GUEST,$@)$(CC) -c -nostdlib -ffreestanding -Itests/guests -o $(@:.rom=.o) $<
 	$(Q)ld -m elf_x86_64 -T tests/guests/rom.ld -o $(@:.rom=.elf) $(@:.rom=.o)
 	$(Q)objcopy -O binary $(@:.rom=.elf) $@
+$(BUILD)/guests/dirtier.rom: tests/guests/ticker.S
 
 # A boot sector SeaBIOS loads from a disk (tests/snapshot/virtio).
 $(BUILD)/guests/%.mbr: tests/snapshot/%.S

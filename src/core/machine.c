@@ -155,6 +155,12 @@ void machine_pause_point(struct machine *m)
 	pthread_mutex_unlock(&pause_lock);
 }
 
+void machine_set_throttle(struct machine *m, unsigned pct)
+{
+	__atomic_store_n(&m->throttle_pct, pct, __ATOMIC_SEQ_CST);
+	kick_vcpus(m);
+}
+
 static void wake_pause_waiters(void)
 {
 	pthread_mutex_lock(&pause_lock);

@@ -74,6 +74,7 @@ struct machine {
 	void (*intx_hook)(struct machine *m, unsigned gsi, bool level);
 	bool pause_requested;  /* machine_pause(): vCPUs wait at their pause point */
 	unsigned vcpus_paused; /* vCPU threads waiting there (under the pause lock) */
+	unsigned throttle_pct; /* machine_set_throttle(): share of time vCPUs sleep */
 	/* Keyboards the API's send-keys reaches (machine_add_key_sink). */
 	unsigned nkey_sinks;
 	struct machine_key_sink {
@@ -140,6 +141,14 @@ bool machine_is_paused(struct machine *m);
 /* For vCPU threads, between two KVM_RUNs: wait while a pause is
  * requested and no exit is. */
 void machine_pause_point(struct machine *m);
+
+/*
+ * Throttle every vCPU to sleep `pct` percent of its time (0: run freely;
+ * above VCPU_THROTTLE_MAX_PCT counts as that; core/vcpu_throttle.h):
+ * auto-converge of a live migration.  The vCPUs are kicked, so the new
+ * share applies at once.  Any thread.
+ */
+void machine_set_throttle(struct machine *m, unsigned pct);
 
 /* A keyboard the API's send-keys types on (a PS/2 keyboard, the USB
  * tablet's): `fn` takes QEMU qnums (backend/console.h's console_key_fn)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/machine.h"
+#include "core/vcpu_throttle.h"
 #include "lib/hostkvm.h"
 #include "lib/log.h"
 #include "lib/sandbox.h"
@@ -176,6 +177,7 @@ static void *vcpu_thread(void *arg)
 {
 	struct vcpu *v = arg;
 	struct machine *m = (struct machine *)((char *)v->vm - offsetof(struct machine, vm));
+	struct vcpu_throttle throttle = {0};
 	char name[16];
 
 	snprintf(name, sizeof(name), "vcpu %u", v->index);
@@ -189,6 +191,9 @@ static void *vcpu_thread(void *arg)
 	sandbox_thread_enter(SANDBOX_VCPU);
 	machine_wait_start(m);
 	while (!__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST)) {
+		/* First: a throttle's sleep ends early for a pause or an exit,
+		 * which the lines below then see. */
+		vcpu_throttle_point(m, &throttle);
 		/* machine_pause() kicks us out of KVM_RUN; the kick stays pending
 		 * while we wait here, so the first KVM_RUN after resume may end
 		 * at once with EINTR, which is harmless. */
@@ -212,6 +217,7 @@ static void *vcpu_thread(void *arg)
 		log_err("vCPU %u: KVM_RUN failed: %s", v->index, strerror(errno));
 		machine_request_exit(m, KHYVE_EXIT_ERROR);
 	}
+	vcpu_throttle_end(&throttle);
 	return NULL;
 }
 

@@ -100,12 +100,14 @@ static const int main_calls[] = {
 
 /* Exit handlers: UART output (stdio, tcp=), pflash msync, virtio-rnd run
  * inline, timers (RTC, NVMe), kicks (taking a pending kick signal after
- * KVM_RUN's EINTR: vcpu_eat_kicks); plus io_uring, disk I/O and thread
- * start through the flags (role_table). */
+ * KVM_RUN's EINTR: vcpu_eat_kicks), a migration's throttle (the thread's
+ * own POSIX timer, and sleeping in sigtimedwait for a kick); plus
+ * io_uring, disk I/O and thread start through the flags (role_table). */
 static const int vcpu_calls[] = {
 	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
 	SCMP_SYS(msync), SCMP_SYS(getrandom), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(sendto),
-	SCMP_SYS(rt_sigtimedwait),
+	SCMP_SYS(rt_sigtimedwait), SCMP_SYS(timer_create), SCMP_SYS(timer_settime),
+	SCMP_SYS(timer_delete),
 	/* the UART's FIFO has room again: console input is watched again */
 	SCMP_SYS(epoll_ctl), END};
 
@@ -137,13 +139,15 @@ static const int vnc_calls[] = {
  * vm.media-insert receives the image's fd (recvmsg, SCM_RIGHTS) and the
  * drive's change() looks at it (fstat, lseek); vm.checkpoint/vm.suspend
  * write the state file they are passed the same way and sync it, the
- * disks (fdatasync) and the variable store (msync). */
+ * disks (fdatasync) and the variable store (msync); a state file's or
+ * migration stream's chunks go out as their length and payload in one
+ * writev. */
 static const int api_calls[] = {
 	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait),
 	SCMP_SYS(epoll_ctl), SCMP_SYS(accept4), SCMP_SYS(accept), SCMP_SYS(recvfrom),
 	SCMP_SYS(sendto), SCMP_SYS(sendmsg), SCMP_SYS(shutdown), SCMP_SYS(setsockopt), SCMP_SYS(fcntl),
 	SCMP_SYS(pread64), SCMP_SYS(recvmsg), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek),
-	SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(mmap), SCMP_SYS(msync), END};
+	SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(mmap), SCMP_SYS(msync), SCMP_SYS(writev), END};
 
 #ifdef SANDBOX_SANITIZERS
 /* ASan/UBSan/LSan builds (detected at compile time): the runtime's own

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* OpenSSL's SHA-256 (SHA-NI or AVX2 where the CPU has them) runs several
@@ -24,7 +25,7 @@
 #define MAGIC        "KHYVESTA"
 #define MAGIC_LEN    8
 #define HASH_LEN     SHA256_DIGEST_LENGTH
-#define WBUF_LEN     (64u << 10) /* bytes the writer gathers into one chunk */
+#define WBUF_LEN     (256u << 10) /* bytes the writer gathers into one chunk */
 #define TRAILER_NAME "end"
 #define TRAILER_LEN  (8 + HASH_LEN)
 #define ERR_LEN      256
@@ -86,15 +87,109 @@ static void chain_section(SHA256_CTX *all, const uint8_t name[SNAPFILE_NAME_LEN]
 	SHA256_Update(all, hash, HASH_LEN);
 }
 
+/* ---- a section's checksum: SHA-256, or in a stream the fast sum ---- */
+
+/* Checksum kinds, the u32 after a section's name in a stream. */
+enum sum_kind { SUM_SHA256 = 0, SUM_FAST = 1 };
+
+/* Fletcher's sum over 64-bit little-endian words (a partial last word
+ * padded with zeros): two additions a word, so a stream's RAM costs next
+ * to nothing to check where SHA-256 took most of a migration's CPU time.
+ * It catches what a bug would do (bytes lost, doubled, moved, flipped),
+ * not what a forger would; the transport is what a stream trusts. */
+struct fast_sum {
+	uint64_t a, b;
+	uint8_t part[8];
+	unsigned nparts; /* bytes waiting in `part` for a whole word */
+};
+
+struct sum {
+	enum sum_kind kind;
+	SHA256_CTX sha;
+	struct fast_sum fast;
+};
+
+static void fast_words(struct fast_sum *f, const uint8_t *p, size_t words)
+{
+	uint64_t a = f->a, b = f->b;
+
+	for (size_t i = 0; i < words; i++) {
+		uint64_t w;
+
+		memcpy(&w, p + 8 * i, 8); /* x86: little-endian already */
+		a += w;
+		b += a;
+	}
+	f->a = a;
+	f->b = b;
+}
+
+static void fast_update(struct fast_sum *f, const uint8_t *p, size_t len)
+{
+	if (f->nparts > 0) {
+		size_t take = 8 - f->nparts < len ? 8 - f->nparts : len;
+
+		memcpy(f->part + f->nparts, p, take);
+		f->nparts += (unsigned)take;
+		p += take;
+		len -= take;
+		if (f->nparts < 8)
+			return;
+		fast_words(f, f->part, 1);
+		f->nparts = 0;
+	}
+	fast_words(f, p, len / 8);
+	memcpy(f->part, p + (len & ~(size_t)7), len & 7);
+	f->nparts = (unsigned)(len & 7);
+}
+
+static void sum_init(struct sum *s, enum sum_kind kind)
+{
+	s->kind = kind;
+	if (kind == SUM_SHA256)
+		SHA256_Init(&s->sha);
+	else
+		memset(&s->fast, 0, sizeof(s->fast));
+}
+
+static void sum_update(struct sum *s, const uint8_t *p, size_t len)
+{
+	if (s->kind == SUM_SHA256)
+		SHA256_Update(&s->sha, p, len);
+	else
+		fast_update(&s->fast, p, len);
+}
+
+/* The 32-byte hash field: the digest, or the fast sum's a and b then
+ * zeros. */
+static void sum_final(struct sum *s, uint8_t out[HASH_LEN])
+{
+	struct fast_sum *f = &s->fast;
+
+	if (s->kind == SUM_SHA256) {
+		SHA256_Final(out, &s->sha);
+		return;
+	}
+	if (f->nparts > 0) {
+		memset(f->part + f->nparts, 0, 8 - f->nparts);
+		fast_words(f, f->part, 1);
+	}
+	memset(out, 0, HASH_LEN);
+	put_le(out, f->a, 8);
+	put_le(out + 8, f->b, 8);
+}
+
 /* ---- writer ---- */
 
 struct snapfile_writer {
 	int fd;
 	bool failed, in_section;
+	bool stream; /* SNAPFILE_FLAG_STREAM: RAM sections get the fast sum */
 	uint8_t name[SNAPFILE_NAME_LEN];
 	uint64_t sec_len, nsections;
 	uint64_t bytes; /* written to fd so far */
-	SHA256_CTX sec_hash, all;
+	struct sum sec_hash;
+	SHA256_CTX all;
 	size_t buf_used;
 	char err[ERR_LEN];
 	uint8_t buf[WBUF_LEN];
@@ -135,14 +230,26 @@ static int write_full(struct snapfile_writer *w, const void *buf, size_t len)
 	return 0;
 }
 
+/* A chunk's length and payload, in one writev() where it takes all. */
 static int write_chunk(struct snapfile_writer *w, const void *data, size_t len)
 {
 	uint8_t hdr[4];
+	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)(uintptr_t)data, len}};
+	ssize_t n;
 
 	put_le(hdr, len, 4);
-	if (write_full(w, hdr, sizeof(hdr)) < 0)
-		return -1;
-	return len == 0 ? 0 : write_full(w, data, len);
+	do
+		n = writev(w->fd, iov, len > 0 ? 2 : 1);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return wfail(w, "state file: write: %s", strerror(errno));
+	w->bytes += (uint64_t)n;
+	if ((size_t)n < sizeof(hdr))
+		return write_full(w, hdr + n, sizeof(hdr) - (size_t)n) < 0
+		           ? -1
+		           : write_full(w, data, len);
+	return write_full(w, (const uint8_t *)data + ((size_t)n - sizeof(hdr)),
+	                  len - ((size_t)n - sizeof(hdr)));
 }
 
 static int flush_buf(struct snapfile_writer *w)
@@ -155,8 +262,8 @@ static int flush_buf(struct snapfile_writer *w)
 	return 0;
 }
 
-struct snapfile_writer *snapfile_create(int fd, const char *version, const char *config, char *err,
-                                        size_t errlen)
+static struct snapfile_writer *create(int fd, uint32_t flags, const char *version,
+                                      const char *config, char *err, size_t errlen)
 {
 	struct snapfile_writer *w;
 	uint8_t hdr[SNAPFILE_HEADER_LEN] = {0}, hh[HASH_LEN];
@@ -179,8 +286,10 @@ struct snapfile_writer *snapfile_create(int fd, const char *version, const char 
 		return NULL;
 	}
 	w->fd = fd;
+	w->stream = (flags & SNAPFILE_FLAG_STREAM) != 0;
 	memcpy(hdr, MAGIC, MAGIC_LEN);
 	put_le(hdr + 8, SNAPFILE_VERSION, 4);
+	put_le(hdr + 12, flags, 4);
 	memcpy(hdr + 16, version, strlen(version));
 	put_le(hdr + 48, clen, 4);
 	SHA256_Init(&c);
@@ -200,30 +309,52 @@ struct snapfile_writer *snapfile_create(int fd, const char *version, const char 
 	return w;
 }
 
-static int section_open(struct snapfile_writer *w, const char *name)
+struct snapfile_writer *snapfile_create(int fd, const char *version, const char *config, char *err,
+                                        size_t errlen)
 {
+	return create(fd, 0, version, config, err, errlen);
+}
+
+struct snapfile_writer *snapfile_create_stream(int fd, const char *version, const char *config,
+                                               char *err, size_t errlen)
+{
+	return create(fd, SNAPFILE_FLAG_STREAM, version, config, err, errlen);
+}
+
+/* The name field (and in a stream the checksum kind) of a new section. */
+static int section_open(struct snapfile_writer *w, const char *name, enum sum_kind kind)
+{
+	uint8_t field[SNAPFILE_NAME_LEN + 4] = {0};
+
 	if (w->failed)
 		return -1;
 	if (w->in_section)
 		return wfail(w, "state file: section '%s' begun inside another", name);
 	memset(w->name, 0, sizeof(w->name));
 	memcpy(w->name, name, strlen(name));
-	if (write_full(w, w->name, sizeof(w->name)) < 0)
+	memcpy(field, w->name, sizeof(w->name));
+	put_le(field + SNAPFILE_NAME_LEN, kind, 4);
+	if (write_full(w, field, w->stream ? sizeof(field) : sizeof(w->name)) < 0)
 		return -1;
-	SHA256_Init(&w->sec_hash);
+	sum_init(&w->sec_hash, kind);
 	w->sec_len = 0;
 	w->in_section = true;
 	return 0;
 }
 
-int snapfile_section_begin(struct snapfile_writer *w, const char *name)
+static int section_begin(struct snapfile_writer *w, const char *name, enum sum_kind kind)
 {
 	if (!name_ok(name) || strcmp(name, TRAILER_NAME) == 0)
 		return wfail(w, "state file: bad section name (1-%u printable bytes, not '%s')",
 		             SNAPFILE_NAME_LEN - 1, TRAILER_NAME);
 	if (w->nsections >= SNAPFILE_MAX_SECTIONS)
 		return wfail(w, "state file: more than %u sections", SNAPFILE_MAX_SECTIONS);
-	return section_open(w, name);
+	return section_open(w, name, kind);
+}
+
+int snapfile_section_begin(struct snapfile_writer *w, const char *name)
+{
+	return section_begin(w, name, SUM_SHA256);
 }
 
 int snapfile_write(struct snapfile_writer *w, const void *buf, size_t len)
@@ -247,7 +378,7 @@ int snapfile_write(struct snapfile_writer *w, const void *buf, size_t len)
 		if (take > len)
 			take = len;
 		memcpy(w->buf + w->buf_used, p, take);
-		SHA256_Update(&w->sec_hash, w->buf + w->buf_used, take);
+		sum_update(&w->sec_hash, w->buf + w->buf_used, take);
 		w->buf_used += take;
 		if (w->buf_used == WBUF_LEN && flush_buf(w) < 0)
 			return -1;
@@ -268,7 +399,7 @@ int snapfile_section_end(struct snapfile_writer *w)
 	if (flush_buf(w) < 0 || write_chunk(w, NULL, 0) < 0)
 		return -1;
 	put_le(tail, w->sec_len, 8);
-	SHA256_Final(tail + 8, &w->sec_hash);
+	sum_final(&w->sec_hash, tail + 8);
 	if (write_full(w, tail, sizeof(tail)) < 0)
 		return -1;
 	chain_section(&w->all, w->name, w->sec_len, tail + 8);
@@ -323,7 +454,7 @@ static int write_ram_section(struct snapfile_writer *w, const char *name, const 
 	if (!ram_args_ok(base, len, page_size))
 		return wfail(w, "state file: RAM section '%s': bad page size %zu for %zu bytes",
 		             name ? name : "", page_size, len);
-	if (snapfile_section_begin(w, name) < 0)
+	if (section_begin(w, name, w->stream ? SUM_FAST : SUM_SHA256) < 0)
 		return -1;
 	put_le(hdr, len, 8);
 	put_le(hdr + 8, page_size, 4);
@@ -382,12 +513,12 @@ int snapfile_finish(struct snapfile_writer *w, char *err, size_t errlen)
 		SHA256_Final(trailer + 8, &w->all);
 		/* The trailer must not chain itself: section_open() does not touch
 		 * `all`, and it is final by now. */
-		if (section_open(w, TRAILER_NAME) == 0 &&
+		if (section_open(w, TRAILER_NAME, SUM_SHA256) == 0 &&
 		    snapfile_write(w, trailer, sizeof(trailer)) == 0 && flush_buf(w) == 0) {
 			uint8_t tail[8 + HASH_LEN];
 
 			put_le(tail, w->sec_len, 8);
-			SHA256_Final(tail + 8, &w->sec_hash);
+			sum_final(&w->sec_hash, tail + 8);
 			if (write_chunk(w, NULL, 0) == 0 && write_full(w, tail, sizeof(tail)) == 0)
 				rc = 0;
 		}
@@ -420,10 +551,13 @@ const char *snapfile_writer_error(const struct snapfile_writer *w)
 struct snapfile_reader {
 	int fd;
 	bool failed, in_section, sec_over, done;
+	bool stream_ok; /* opened by snapfile_open_stream() */
+	bool stream;    /* the header has SNAPFILE_FLAG_STREAM */
 	uint8_t name[SNAPFILE_NAME_LEN];
 	uint64_t sec_len, nsections;
 	uint32_t chunk_left;
-	SHA256_CTX sec_hash, all;
+	struct sum sec_hash;
+	SHA256_CTX all;
 	char creator[SNAPFILE_CREATOR_LEN];
 	char *config;
 	size_t config_len;
@@ -481,8 +615,12 @@ static int read_header(struct snapfile_reader *r)
 	if (version != SNAPFILE_VERSION)
 		return rfail(r, "state file: format version %u, this khyve reads %u", version,
 		             SNAPFILE_VERSION);
-	if (flags != 0 || get_le(hdr + 52, 4) != 0)
+	if ((flags & ~SNAPFILE_FLAG_STREAM) != 0 || get_le(hdr + 52, 4) != 0)
 		return rfail(r, "state file: unknown flags %#x", flags);
+	if (flags != 0 && !r->stream_ok)
+		return rfail(r, "state file: a live migration stream (fast checksums), not a state "
+		                "file");
+	r->stream = flags != 0;
 	if (memchr(hdr + 16, '\0', SNAPFILE_CREATOR_LEN) == NULL)
 		return rfail(r, "state file: creator version not terminated");
 	memcpy(r->creator, hdr + 16, SNAPFILE_CREATOR_LEN);
@@ -512,7 +650,7 @@ static int read_header(struct snapfile_reader *r)
 	return 0;
 }
 
-struct snapfile_reader *snapfile_open(int fd, char *err, size_t errlen)
+static struct snapfile_reader *open_reader(int fd, bool stream_ok, char *err, size_t errlen)
 {
 	struct snapfile_reader *r = calloc(1, sizeof(*r));
 
@@ -521,12 +659,23 @@ struct snapfile_reader *snapfile_open(int fd, char *err, size_t errlen)
 		return NULL;
 	}
 	r->fd = fd;
+	r->stream_ok = stream_ok;
 	if (read_header(r) < 0) {
 		set_err(err, errlen, "%s", r->err);
 		snapfile_close(r);
 		return NULL;
 	}
 	return r;
+}
+
+struct snapfile_reader *snapfile_open(int fd, char *err, size_t errlen)
+{
+	return open_reader(fd, false, err, errlen);
+}
+
+struct snapfile_reader *snapfile_open_stream(int fd, char *err, size_t errlen)
+{
+	return open_reader(fd, true, err, errlen);
 }
 
 const char *snapfile_creator(const struct snapfile_reader *r)
@@ -548,7 +697,7 @@ static int end_payload(struct snapfile_reader *r)
 
 	if (read_full(r, tail, sizeof(tail)) < 0)
 		return -1;
-	SHA256_Final(hash, &r->sec_hash);
+	sum_final(&r->sec_hash, hash);
 	if (get_le(tail, 8) != r->sec_len)
 		return rfail(r, "state file: section '%s' length does not match",
 		             (const char *)r->name);
@@ -605,7 +754,7 @@ ssize_t snapfile_read(struct snapfile_reader *r, void *buf, size_t len)
 		take = len - got < r->chunk_left ? len - got : r->chunk_left;
 		if (read_full(r, p + got, take) < 0)
 			return -1;
-		SHA256_Update(&r->sec_hash, p + got, take);
+		sum_update(&r->sec_hash, p + got, take);
 		r->chunk_left -= (uint32_t)take;
 		r->sec_len += take;
 		got += take;
@@ -645,9 +794,30 @@ static int check_trailer(struct snapfile_reader *r)
 	return 0;
 }
 
+/* A stream's checksum kind after the name (a file's is SHA-256): the
+ * trailer's must be SHA-256, as it vouches for the rest. */
+static int read_sum_kind(struct snapfile_reader *r, enum sum_kind *kind)
+{
+	uint8_t k[4];
+	uint32_t v;
+
+	*kind = SUM_SHA256;
+	if (!r->stream)
+		return 0;
+	if (read_full(r, k, sizeof(k)) < 0)
+		return -1;
+	v = (uint32_t)get_le(k, 4);
+	if (v > SUM_FAST || (v != SUM_SHA256 && strcmp((const char *)r->name, TRAILER_NAME) == 0))
+		return rfail(r, "state file: section '%s' has checksum kind %u",
+		             (const char *)r->name, v);
+	*kind = (enum sum_kind)v;
+	return 0;
+}
+
 int snapfile_next(struct snapfile_reader *r, char name[SNAPFILE_NAME_LEN])
 {
 	uint8_t field[SNAPFILE_NAME_LEN];
+	enum sum_kind kind;
 	size_t nlen;
 
 	if (r->failed)
@@ -665,11 +835,13 @@ int snapfile_next(struct snapfile_reader *r, char name[SNAPFILE_NAME_LEN])
 		if (field[i] != 0)
 			return rfail(r, "state file: section name not NUL-padded");
 	memcpy(r->name, field, sizeof(field));
+	if (read_sum_kind(r, &kind) < 0)
+		return -1;
 	r->in_section = true;
 	r->sec_over = false;
 	r->sec_len = 0;
 	r->chunk_left = 0;
-	SHA256_Init(&r->sec_hash);
+	sum_init(&r->sec_hash, kind);
 	if (strcmp((const char *)field, TRAILER_NAME) == 0)
 		return check_trailer(r) < 0 ? -1 : 0;
 	if (r->nsections >= SNAPFILE_MAX_SECTIONS)

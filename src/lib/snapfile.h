@@ -8,7 +8,8 @@
  *   Header, at offset 0:
  *     0   8   magic "KHYVESTA"
  *     8   4   u32 format version (SNAPFILE_VERSION)
- *     12  4   u32 flags (none defined: must be 0)
+ *     12  4   u32 flags: 0 in a state file; SNAPFILE_FLAG_STREAM (bit 0)
+ *             in a live migration stream, no other bit
  *     16  32  creating khyve's version string, NUL-terminated, NUL-padded
  *     48  4   u32 configuration length C (at most SNAPFILE_MAX_CONFIG)
  *     52  4   u32 reserved, 0
@@ -18,11 +19,23 @@
  *   Then sections, one after another:
  *     0   32  name, 1-31 printable ASCII bytes (no space), NUL-terminated,
  *             NUL-padded
- *     32  ..  chunks: u32 length N (at most SNAPFILE_MAX_CHUNK) then N
+ *     (32 4   only with SNAPFILE_FLAG_STREAM: u32 checksum kind, 0 SHA-256,
+ *             1 the fast sum; the trailer's is 0)
+ *     ..  ..  chunks: u32 length N (at most SNAPFILE_MAX_CHUNK) then N
  *             payload bytes; a chunk of length 0 ends the payload
  *     ..  8   u64 payload length (the sum of the chunks, at most
  *             SNAPFILE_MAX_SECTION)
- *     ..  32  SHA-256 of the payload
+ *     ..  32  SHA-256 of the payload; for kind 1 the fast sum: Fletcher's
+ *             two u64 sums a += w, b += a over the payload as u64 words
+ *             (the last one padded with zero bytes), a then b, 16 zero
+ *             bytes
+ *
+ *   A stream's RAM sections (snapfile_write_ram*() of a writer from
+ *   snapfile_create_stream()) carry the fast sum, its other sections
+ *   SHA-256: RAM is nearly all of a migration's bytes, and SHA-256 of
+ *   every page on both sides was most of its CPU time, with a socket that
+ *   loses no byte under it.  A state file has SHA-256 everywhere, and
+ *   snapfile_open() refuses a stream.
  *
  *   Chunked framing, so that a writer streams payloads of unknown length
  *   into pipes and sockets (migration) as well as files.
@@ -65,6 +78,7 @@
 #define SNAPFILE_RAM_MIN_PAGE 512u         /* bytes */
 #define SNAPFILE_RAM_MAX_PAGE (2u << 20)   /* bytes */
 #define SNAPFILE_HEADER_LEN   88u          /* bytes before the configuration */
+#define SNAPFILE_FLAG_STREAM  1u           /* header flag: a live migration stream */
 
 struct snapfile_writer;
 struct snapfile_reader;
@@ -81,6 +95,14 @@ struct snapfile_reader;
  */
 struct snapfile_writer *snapfile_create(int fd, const char *version, const char *config, char *err,
                                         size_t errlen);
+
+/*
+ * As snapfile_create(), for a live migration stream (SNAPFILE_FLAG_STREAM):
+ * RAM sections carry the fast sum instead of SHA-256.  Only
+ * snapfile_open_stream() reads it.
+ */
+struct snapfile_writer *snapfile_create_stream(int fd, const char *version, const char *config,
+                                               char *err, size_t errlen);
 
 /*
  * Open a section named `name` (1-31 printable ASCII bytes, no space,
@@ -155,6 +177,10 @@ const char *snapfile_writer_error(const struct snapfile_writer *w);
  * `err`.  Free with snapfile_close().
  */
 struct snapfile_reader *snapfile_open(int fd, char *err, size_t errlen);
+
+/* As snapfile_open(), accepting a live migration stream too (a header
+ * with SNAPFILE_FLAG_STREAM; each section is checked with its kind). */
+struct snapfile_reader *snapfile_open_stream(int fd, char *err, size_t errlen);
 
 /* The creating khyve's version string, and the configuration text
  * (NUL-terminated; its length in `*len` when not NULL).  Owned by `r`. */

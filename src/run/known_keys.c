@@ -53,6 +53,7 @@ static const struct known_key known_keys[] = {
     {"restore.migrate",      KEY_ANY},  /* -R: receive a live migration there */
     {"migration.listen_any", KEY_BOOL}, /* -R HOST:PORT may be non-loopback */
     {"migration.downtime_ms", KEY_ANY}, /* pre-copy stops when this fits */
+    {"migration.auto_converge", KEY_BOOL}, /* throttle vCPUs that dirty too fast */
     {"sandbox.user",         KEY_ANY},  /* the user to drop to when started as root */
     {"user.*",               KEY_ANY},  /* yours: values for %(user.NAME) */
     {"user.*.*",             KEY_ANY},

@@ -20,6 +20,7 @@
 
 #include "core/machine.h"
 #include "core/snapshot.h"
+#include "core/vcpu_throttle.h"
 #include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/log.h"
@@ -141,7 +142,12 @@ struct source {
 	uint64_t *dirty[GMEM_MAX_REGIONS]; /* pages to send, per gmem region */
 	uint64_t *scratch;                 /* KVM_GET_DIRTY_LOG's buffer */
 	uint64_t downtime_ms;
-	double bytes_per_ms; /* measured over the last round */
+	double bytes_per_ms;  /* measured over the last round */
+	uint64_t round_bytes; /* the last round's bytes */
+	/* Auto-converge: rounds in a row whose dirty pages came to more than
+	 * half the round before; the vCPUs' throttle now and at its peak. */
+	bool auto_converge;
+	unsigned dirty_high, throttle_pct, throttle_peak;
 	bool logging, paused_here, quiesced;
 	bool user_paused; /* paused before the migration: stays paused on the target */
 	/* For the log line at the end: rounds sent, bytes of the stream,
@@ -171,10 +177,15 @@ static int parse_downtime(uint64_t *out, char *err, size_t errlen)
 int migrate_check_options(char *err, size_t errlen)
 {
 	uint64_t ms;
-	bool any;
+	bool any, ac;
 
 	if (parse_downtime(&ms, err, errlen) < 0)
 		return -1;
+	if (config_get_bool("migration.auto_converge", true, &ac) < 0) {
+		snprintf(err, errlen, "migration.auto_converge: want on or off, not '%s'",
+		         config_get("migration.auto_converge"));
+		return -1;
+	}
 	if (config_get_bool("migration.listen_any", false, &any) < 0) {
 		snprintf(err, errlen, "migration.listen_any: want true or false, not '%s'",
 		         config_get("migration.listen_any"));
@@ -269,9 +280,50 @@ static int send_round(struct source *s, bool full)
 		memset(s->dirty[i], 0, gmem_dirty_words(r->size) * sizeof(uint64_t));
 	}
 	ms = (monotonic_ns() - t0) / 1000000u;
-	s->bytes_per_ms = (double)(snapfile_bytes_written(s->w) - b0) / (double)(ms ? ms : 1);
+	s->round_bytes = snapfile_bytes_written(s->w) - b0;
+	s->bytes_per_ms = (double)s->round_bytes / (double)(ms ? ms : 1);
 	s->rounds++;
 	return 0;
+}
+
+/*
+ * Auto-converge, as QEMU's: a guest that dirtied more than half of what
+ * the last round moved, twice in a row, writes about as fast as the
+ * stream goes, and the dirty set would not shrink to fit the downtime;
+ * so its vCPUs are throttled, 20 % and then 10 % more each such round up
+ * to VCPU_THROTTLE_MAX_PCT.  The throttle stays for the rest of the
+ * migration (a guest let go would catch up at once).
+ */
+static void auto_converge(struct source *s, long long pages)
+{
+	unsigned pct;
+
+	if (!s->auto_converge)
+		return;
+	if ((uint64_t)pages * SNAPSHOT_PAGE <= s->round_bytes / 2) {
+		s->dirty_high = 0;
+		return;
+	}
+	if (++s->dirty_high < 2 || s->throttle_pct >= VCPU_THROTTLE_MAX_PCT)
+		return;
+	pct = s->throttle_pct == 0 ? 20 : s->throttle_pct + 10;
+	s->throttle_pct = pct < VCPU_THROTTLE_MAX_PCT ? pct : VCPU_THROTTLE_MAX_PCT;
+	if (s->throttle_pct > s->throttle_peak)
+		s->throttle_peak = s->throttle_pct;
+	machine_set_throttle(s->m, s->throttle_pct);
+	log_info("migration: the guest dirtied %llu MiB while a round moved %llu MiB: its "
+	         "vCPUs are throttled to %u %% (auto-converge)",
+	         (unsigned long long)((uint64_t)pages * SNAPSHOT_PAGE >> 20),
+	         (unsigned long long)(s->round_bytes >> 20), s->throttle_pct);
+}
+
+static void release_throttle(struct source *s)
+{
+	if (s->throttle_pct == 0)
+		return;
+	machine_set_throttle(s->m, 0);
+	s->throttle_pct = 0;
+	log_info("migration: the vCPU throttle is released");
 }
 
 /* Pre-copy: round 0, then dirty rounds until the rest fits the downtime. */
@@ -287,10 +339,12 @@ static int precopy(struct source *s, char *err, size_t errlen)
 			return -1;
 		est_ms =
 		    (double)pages * SNAPSHOT_PAGE / (s->bytes_per_ms > 1 ? s->bytes_per_ms : 1);
-		log_debug("migrate: round %u: %lld dirty pages, %.0f ms at %.0f MB/s", round, pages,
-		          est_ms, s->bytes_per_ms / 1000.0);
+		log_debug(
+		    "migrate: round %u: %lld dirty pages, %.0f ms at %.0f MB/s, throttle %u %%",
+		    round, pages, est_ms, s->bytes_per_ms / 1000.0, s->throttle_pct);
 		if (est_ms <= (double)s->downtime_ms)
 			return 0;
+		auto_converge(s, pages);
 		if (send_round(s, false) < 0)
 			return -1;
 	}
@@ -365,7 +419,7 @@ static int start_stream(struct source *s, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	s->w = snapfile_create(s->fd, SNAPSHOT_CREATOR, config, err, errlen);
+	s->w = snapfile_create_stream(s->fd, SNAPSHOT_CREATOR, config, err, errlen);
 	free(config);
 	if (s->w == NULL)
 		return -1;
@@ -412,6 +466,8 @@ enum migrate_outcome migrate_send(struct machine *m, int fd, char *err, size_t e
 	err[0] = '\0';
 	if (parse_downtime(&s.downtime_ms, err, errlen) < 0 || snapshot_check(m, err, errlen) < 0)
 		return MIGRATE_FAILED;
+	if (config_get_bool("migration.auto_converge", true, &s.auto_converge) < 0)
+		s.auto_converge = true; /* refused at start-up (migrate_check_options) */
 	set_io_timeouts(fd);
 	if (migrate_until_loaded(&s, err, errlen) < 0) {
 		undo(&s);
@@ -429,12 +485,17 @@ enum migrate_outcome migrate_send(struct machine *m, int fd, char *err, size_t e
 		uint64_t now = monotonic_ns();
 
 		out = MIGRATE_DONE;
-		log_info("migration: %u rounds and the final state, %llu MiB in %llu ms; the guest "
-		         "was paused %llu ms (until the target's OK running)",
-		         s.rounds, (unsigned long long)(s.bytes >> 20),
-		         (unsigned long long)((now - s.start_ns) / 1000000u),
-		         (unsigned long long)((now - s.pause_ns) / 1000000u));
+		log_info(
+		    "migration: %u rounds and the final state, %llu MiB in %llu ms; the guest "
+		    "was paused %llu ms (until the target's OK running); vCPU throttle at most "
+		    "%u %%",
+		    s.rounds, (unsigned long long)(s.bytes >> 20),
+		    (unsigned long long)((now - s.start_ns) / 1000000u),
+		    (unsigned long long)((now - s.pause_ns) / 1000000u), s.throttle_peak);
 	}
+	/* A guest that runs on here (a failure) or is resumed later runs at
+	 * full speed again. */
+	release_throttle(&s);
 	if (s.logging)
 		vm_dirty_log_stop(&m->vm);
 	gmem_dirty_stop(&m->vm.mem);
@@ -540,7 +601,7 @@ static int accept_one(int lfd, const char *addr, char *err, size_t errlen)
  * *paused set when the source's guest was paused by its user). */
 static int receive_stream(struct machine *m, int fd, bool *paused, char *err, size_t errlen)
 {
-	struct snapfile_reader *r = snapfile_open(fd, err, errlen);
+	struct snapfile_reader *r = snapfile_open_stream(fd, err, errlen);
 	char line[MIGRATE_MAX_LINE + 1];
 	int rc = -1;
 

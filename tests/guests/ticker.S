@@ -1,7 +1,10 @@
 /* A guest that keeps printing a counter on COM1, "tick 0000002a" ten times
  * a second (paced by the ACPI PM timer), and echoes every byte the i8042
  * hands it as "key XX": for tests/api/run, whose pause must stop the ticks
- * and whose send-keys must show up as scancodes.  Never ends by itself. */
+ * and whose send-keys must show up as scancodes.  Never ends by itself.
+ * With DIRTY_PAGES defined (dirtier.S) a tick comes instead after each
+ * pass that writes the count into the first word of DIRTY_PAGES pages
+ * from 1 MiB up: a guest that dirties memory as fast as it can. */
 #include "guest.inc"
 
 #define PM_TMR   0xb008
@@ -19,8 +22,24 @@ main:
 	movl	$msg_eol, %esi
 	call	puts
 	incl	%ebx
+#ifdef DIRTY_PAGES
+	call	dirty_pass
+#else
 	call	wait_tick
+#endif
 	jmp	1b
+
+#ifdef DIRTY_PAGES
+/* dirty_pass: the count (%ebx) into every page of the area. */
+dirty_pass:
+	movl	$0x100000, %edi
+	movl	$DIRTY_PAGES, %ecx
+5:	movl	%ebx, (%edi)
+	addl	$4096, %edi
+	decl	%ecx
+	jnz	5b
+	ret
+#endif
 
 /* wait_tick: 100 ms, echoing keyboard bytes meanwhile. */
 wait_tick:

@@ -168,12 +168,15 @@ static void test_snapfile_pipe(void **state)
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-/* A small valid file in `buf`; its length. */
-static size_t small_file(uint8_t *buf, size_t cap)
+/* A small valid file in `buf` ("a", "ram", the trailer), or a stream
+ * (its "ram" with the fast sum); its length. */
+static size_t small_made(uint8_t *buf, size_t cap, bool stream)
 {
 	int fd = memfd();
 	char err[256];
-	struct snapfile_writer *w = snapfile_create(fd, "v1", "cfg", err, sizeof(err));
+	struct snapfile_writer *w = stream
+	                                ? snapfile_create_stream(fd, "v1", "cfg", err, sizeof(err))
+	                                : snapfile_create(fd, "v1", "cfg", err, sizeof(err));
 	uint8_t ram[2 * 512] = {0};
 	ssize_t n;
 
@@ -188,6 +191,11 @@ static size_t small_file(uint8_t *buf, size_t cap)
 	assert_true(n > 0 && (size_t)n < cap);
 	close(fd);
 	return (size_t)n;
+}
+
+static size_t small_file(uint8_t *buf, size_t cap)
+{
+	return small_made(buf, cap, false);
 }
 
 static int verify_bytes(const uint8_t *buf, size_t len, char *err, size_t errlen)
@@ -266,8 +274,11 @@ static void test_snapfile_bad_header(void **state)
 	bad[88] = 'C';
 	expect_open_refused(bad, len, "configuration does not match");
 	memcpy(bad, buf, len);
-	bad[12] = 1;
+	bad[12] = 2;
 	expect_open_refused(bad, len, "flags");
+	memcpy(bad, buf, len);
+	bad[12] = SNAPFILE_FLAG_STREAM;
+	expect_open_refused(bad, len, "migration stream");
 	memcpy(bad, buf, len);
 	bad[48] = 0xff, bad[49] = 0xff, bad[50] = 0xff, bad[51] = 0xff;
 	expect_open_refused(bad, len, "more than");
@@ -481,6 +492,71 @@ static void test_snapfile_big_write(void **state)
 	close(fd);
 }
 
+/* Read a stream through snapfile_open_stream(), each section in pieces of
+ * `piece` bytes (odd ones reach the fast sum's partial words); 0 when
+ * every section and the trailer matched. */
+static int read_stream_bytes(const uint8_t *buf, size_t len, size_t piece, char *err, size_t errlen)
+{
+	char name[SNAPFILE_NAME_LEN];
+	struct snapfile_reader *r;
+	uint8_t data[4096];
+	int fd = memfd(), rc;
+
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	r = snapfile_open_stream(fd, err, errlen);
+	if (r == NULL) {
+		close(fd);
+		return -1;
+	}
+	while ((rc = snapfile_next(r, name)) == 1) {
+		ssize_t n;
+
+		while ((n = snapfile_read(r, data, piece)) > 0)
+			;
+		if (n < 0) {
+			rc = -1;
+			break;
+		}
+	}
+	if (rc < 0)
+		snprintf(err, errlen, "%s", snapfile_reader_error(r));
+	snapfile_close(r);
+	close(fd);
+	return rc;
+}
+
+/* A stream: its RAM sections have the fast sum, its others SHA-256; it
+ * reads back through snapfile_open_stream() in any piece size, not
+ * through snapfile_open() (a state file is always SHA-256), and every
+ * flipped bit and every cut is refused. */
+static void test_snapfile_stream(void **state)
+{
+	uint8_t buf[4096], file[4096];
+	size_t len = small_made(buf, sizeof(buf), true), flen = small_file(file, sizeof(file));
+	char err[256];
+
+	(void)state;
+	/* One u32 kind a section (a, ram, end) and nothing else differs. */
+	assert_int_equal(len, flen + 3 * 4);
+	assert_int_equal(buf[12], SNAPFILE_FLAG_STREAM);
+	for (size_t piece = 1; piece <= 17; piece += 4)
+		if (read_stream_bytes(buf, len, piece, err, sizeof(err)) != 0)
+			fail_msg("pieces of %zu: %s", piece, err);
+	expect_open_refused(buf, len, "migration stream");
+	for (size_t i = 0; i < len; i++)
+		for (unsigned bit = 0; bit < 8; bit++) {
+			buf[i] ^= (uint8_t)(1u << bit);
+			if (read_stream_bytes(buf, len, 4096, err, sizeof(err)) != -1)
+				fail_msg("bit %u of byte %zu flipped, accepted", bit, i);
+			assert_null(strchr(err, '\n'));
+			buf[i] ^= (uint8_t)(1u << bit);
+		}
+	for (size_t cut = 0; cut < len; cut++)
+		if (read_stream_bytes(buf, cut, 4096, err, sizeof(err)) != -1)
+			fail_msg("cut at %zu of %zu accepted", cut, len);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -494,6 +570,7 @@ int main(void)
 	    cmocka_unit_test(test_snapfile_ram_extents),
 	    cmocka_unit_test(test_snapfile_big_write),
 	    cmocka_unit_test(test_snapfile_ram_pages),
+	    cmocka_unit_test(test_snapfile_stream),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
