@@ -195,6 +195,8 @@ struct snapfile_writer {
 	uint8_t buf[WBUF_LEN];
 };
 
+#define WFAIL_PREFIX "state file: "
+
 static int wfail(struct snapfile_writer *w, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static int wfail(struct snapfile_writer *w, const char *fmt, ...)
@@ -202,12 +204,30 @@ static int wfail(struct snapfile_writer *w, const char *fmt, ...)
 	va_list ap;
 
 	if (!w->failed) {
+		char msg[ERR_LEN];
+		size_t plen = strlen(WFAIL_PREFIX);
+
 		va_start(ap, fmt);
-		vsnprintf(w->err, sizeof(w->err), fmt, ap);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
 		va_end(ap);
+		/* The messages name a file; a stream goes to a migration's target. */
+		if (w->stream && strncmp(msg, WFAIL_PREFIX, plen) == 0)
+			snprintf(w->err, sizeof(w->err), "migration stream: %.*s",
+			         (int)(sizeof(w->err) - 20), msg + plen);
+		else
+			memcpy(w->err, msg, sizeof(msg));
 	}
 	w->failed = true;
 	return -1;
+}
+
+/* A write(2) that returned `n` (errno set when negative) did not go through. */
+static int write_failed(struct snapfile_writer *w, ssize_t n)
+{
+	if (n < 0 && w->stream && (errno == EPIPE || errno == ECONNRESET))
+		return wfail(w, "state file: the target closed the connection (%s)",
+		             strerror(errno));
+	return wfail(w, "state file: write: %s", n < 0 ? strerror(errno) : "wrote nothing");
 }
 
 /* All `len` bytes to the fd, through short writes and EINTR. */
@@ -221,8 +241,7 @@ static int write_full(struct snapfile_writer *w, const void *buf, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return wfail(w, "state file: write: %s",
-			             n < 0 ? strerror(errno) : "wrote nothing");
+			return write_failed(w, n);
 		p += n;
 		len -= (size_t)n;
 		w->bytes += (uint64_t)n;
@@ -242,7 +261,7 @@ static int write_chunk(struct snapfile_writer *w, const void *data, size_t len)
 		n = writev(w->fd, iov, len > 0 ? 2 : 1);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return wfail(w, "state file: write: %s", strerror(errno));
+		return write_failed(w, n);
 	w->bytes += (uint64_t)n;
 	if ((size_t)n < sizeof(hdr))
 		return write_full(w, hdr + n, sizeof(hdr) - (size_t)n) < 0
