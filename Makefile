@@ -152,8 +152,9 @@ $(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ)
 
 # virtio-net's receive test reads the guest's header at every vq_push().
 $(BUILD)/tests/test_virtio_net $(BUILD)/san/tests/test_virtio_net: LDFLAGS += -Wl,--wrap=vq_push
-# virtio-net's counters and saved state: the tap is a socket pair (tests/unit/test_net_counters.c).
+# virtio-net's counters and saved state, and e1000: the tap is a socket pair (tests/unit/fake_tap.h).
 $(BUILD)/tests/test_net_counters $(BUILD)/san/tests/test_net_counters \
+$(BUILD)/tests/test_e1000 $(BUILD)/san/tests/test_e1000 \
 $(BUILD)/tests/test_virtio_net_state $(BUILD)/san/tests/test_virtio_net_state: LDFLAGS += \
 	$(foreach f,open close fd name set_offload set_mtu,-Wl,--wrap=tap_$(f))
 
