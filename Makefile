@@ -298,8 +298,9 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(CORE_FUZZ_OBJ) $(VM_FUZZ_OBJ
 		-MF $(BUILD)/fuzz/obj/$(notdir $@).d -o $@ $< \
 		$(filter-out $(FUZZ_LINK_OUT),$(CORE_FUZZ_OBJ)) $(VM_FUZZ_OBJ) $(FUZZ_LINK_IN) $(LIBS) $(LDFLAGS)
 
-# fuzz_virtio_net brings its own tap (a socket pair): no host interfaces.
-$(BUILD)/fuzz/fuzz_virtio_net: FUZZ_LINK_OUT := $(BUILD)/fuzz/obj/src/backend/tap.o
+# fuzz_virtio_net and fuzz_e1000 bring their own tap (a socket pair,
+# tests/fuzz/fake_tap.h): no host interfaces.
+$(BUILD)/fuzz/fuzz_virtio_net $(BUILD)/fuzz/fuzz_e1000: FUZZ_LINK_OUT := $(BUILD)/fuzz/obj/src/backend/tap.o
 # fuzz_web: /metrics' text (its handler's callees are the target's stand-ins).
 $(BUILD)/fuzz/fuzz_web: FUZZ_LINK_IN := $(BUILD)/fuzz/obj/src/web/metrics.o
 $(BUILD)/fuzz/fuzz_web: $(BUILD)/fuzz/obj/src/web/metrics.o
