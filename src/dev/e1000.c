@@ -153,6 +153,30 @@ static void stat_add64(struct e1000 *e, unsigned lo, uint64_t n)
 	*reg(e, lo + 4) = (uint32_t)(v >> 32);
 }
 
+/* One direction's statistics registers (SDM section 13.7). */
+struct e1000_stat_regs {
+	unsigned good, total, octets_good, octets_total, bcast, mcast;
+};
+static const struct e1000_stat_regs rx_stats = {E1000_GPRC, E1000_TPR,  E1000_GORCL,
+                                                E1000_TORL, E1000_BPRC, E1000_MPRC},
+                                    tx_stats = {E1000_GPTC, E1000_TPT,  E1000_GOTCL,
+                                                E1000_TOTL, E1000_BPTC, E1000_MPTC};
+
+static void stats_frame(struct e1000 *e, const struct e1000_stat_regs *r, const uint8_t *frame,
+                        size_t len)
+{
+	static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+	stat_add(e, r->good, 1);
+	stat_add(e, r->total, 1);
+	stat_add64(e, r->octets_good, len);
+	stat_add64(e, r->octets_total, len);
+	if (len >= 6 && memcmp(frame, bcast, 6) == 0)
+		stat_add(e, r->bcast, 1);
+	else if (len >= 6 && (frame[0] & 1))
+		stat_add(e, r->mcast, 1);
+}
+
 /* ---- interrupts (SDM section 13.4.17-21, ITR 13.4.18) ---- */
 
 static void wake_thread(struct e1000 *e)
@@ -457,14 +481,7 @@ static void tx_send(struct e1000 *e, const uint8_t *frame, size_t len)
 	}
 	count(&e->tx.packets, 1);
 	count(&e->tx.bytes, len);
-	stat_add(e, E1000_GPTC, 1);
-	stat_add(e, E1000_TPT, 1);
-	stat_add64(e, E1000_GOTCL, len);
-	stat_add64(e, E1000_TOTL, len);
-	if (len >= 6 && frame[0] == 0xff && frame[1] == 0xff && frame[2] == 0xff)
-		stat_add(e, E1000_BPTC, 1);
-	else if (len >= 6 && (frame[0] & 1))
-		stat_add(e, E1000_MPTC, 1);
+	stats_frame(e, &tx_stats, frame, len);
 }
 
 /* One TCP (or UDP) segment of a TSO packet: the headers with lengths,
@@ -759,14 +776,7 @@ static void rx_count(struct e1000 *e, const uint8_t *frame, size_t len)
 {
 	count(&e->rx.packets, 1);
 	count(&e->rx.bytes, len);
-	stat_add(e, E1000_GPRC, 1);
-	stat_add(e, E1000_TPR, 1);
-	stat_add64(e, E1000_GORCL, len);
-	stat_add64(e, E1000_TORL, len);
-	if (frame[0] == 0xff && frame[1] == 0xff && frame[2] == 0xff)
-		stat_add(e, E1000_BPRC, 1);
-	else if (frame[0] & 1)
-		stat_add(e, E1000_MPRC, 1);
+	stats_frame(e, &rx_stats, frame, len);
 }
 
 /* Put the pending frame into the buffers from RDH on.  False when they
