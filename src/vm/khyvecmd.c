@@ -701,7 +701,8 @@ static int add_nic(struct build *b, unsigned n, const char *type)
 
 	/* vm-bhyve's two types, passed to the emulation of that name. */
 	if (strcmp(type, "virtio-net") != 0 && strcmp(type, "e1000") != 0)
-		return bad_value(b, nth_key(key, "network", n, "_type"), "want virtio-net or e1000");
+		return bad_value(b, nth_key(key, "network", n, "_type"),
+		                 "want virtio-net or e1000");
 	if (mac && !mac_valid(mac))
 		return bad_value(b, key, "want a MAC address such as 58:9c:fc:00:00:01");
 	if (nic_tap(b, n, tap) < 0 || take_slot(b, &slot) < 0 || add(b, "-s") < 0)
