@@ -699,17 +699,16 @@ static int add_nic(struct build *b, unsigned n, const char *type)
 	const char *mac = setting(b, nth_key(key, "network", n, "_mac"));
 	unsigned slot;
 
-	if (strcmp(type, "e1000") == 0)
+	/* vm-bhyve's two types, passed to the emulation of that name. */
+	if (strcmp(type, "virtio-net") != 0 && strcmp(type, "e1000") != 0)
 		return bad_value(b, nth_key(key, "network", n, "_type"),
-		                 "khyve has no e1000; use virtio-net (the guest needs its driver)");
-	if (strcmp(type, "virtio-net") != 0)
-		return bad_value(b, nth_key(key, "network", n, "_type"), "want virtio-net");
+		                 "want virtio-net or e1000");
 	if (mac && !mac_valid(mac))
 		return bad_value(b, key, "want a MAC address such as 58:9c:fc:00:00:01");
 	if (nic_tap(b, n, tap) < 0 || take_slot(b, &slot) < 0 || add(b, "-s") < 0)
 		return -1;
-	return mac ? addf(b, "%u,virtio-net,%s,mac=%s", slot, tap, mac)
-	           : addf(b, "%u,virtio-net,%s", slot, tap);
+	return mac ? addf(b, "%u,%s,%s,mac=%s", slot, type, tap, mac)
+	           : addf(b, "%u,%s,%s", slot, type, tap);
 }
 
 /* network0, network1, ... up to the first without networkN_type. */

@@ -27,6 +27,8 @@
 #include "lib/config.h"
 #include "lib/sbuf.h"
 
+#include "fake_tap.h" /* the tap: a socket pair */
+
 #define RAM_GPA       0x100000ull
 #define RAM_SIZE      0x100000ull
 #define RX_DESC       (RAM_GPA + 0x0000)
@@ -56,71 +58,6 @@
 #define ST_ALL        0x0f
 
 static const uint8_t test_mac[6] = {0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
-
-/* ---- the fake tap ---- */
-
-struct tap {
-	int fd;
-};
-
-static int host_end = -1; /* the test's side of the pair */
-
-struct tap *__wrap_tap_open(const char *name, unsigned vnet_hdr_len, char *err, size_t errlen);
-void __wrap_tap_close(struct tap *t);
-int __wrap_tap_fd(const struct tap *t);
-const char *__wrap_tap_name(const struct tap *t);
-int __wrap_tap_set_offload(struct tap *t, bool csum, bool tso4, bool tso6, bool ecn);
-int __wrap_tap_set_mtu(struct tap *t, unsigned mtu);
-
-struct tap *__wrap_tap_open(const char *name, unsigned vnet_hdr_len, char *err, size_t errlen)
-{
-	static struct tap t;
-	int sv[2];
-
-	(void)name;
-	(void)vnet_hdr_len;
-	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) {
-		snprintf(err, errlen, "socketpair: %s", strerror(errno));
-		return NULL;
-	}
-	t.fd = sv[0];
-	host_end = sv[1];
-	return &t;
-}
-
-void __wrap_tap_close(struct tap *t)
-{
-	if (t != NULL)
-		close(t->fd);
-}
-
-int __wrap_tap_fd(const struct tap *t)
-{
-	return t->fd;
-}
-
-const char *__wrap_tap_name(const struct tap *t)
-{
-	(void)t;
-	return "unit0";
-}
-
-int __wrap_tap_set_offload(struct tap *t, bool csum, bool tso4, bool tso6, bool ecn)
-{
-	(void)t;
-	(void)csum;
-	(void)tso4;
-	(void)tso6;
-	(void)ecn;
-	return 0;
-}
-
-int __wrap_tap_set_mtu(struct tap *t, unsigned mtu)
-{
-	(void)t;
-	(void)mtu;
-	return 0;
-}
 
 /* ---- the driver's side ---- */
 
