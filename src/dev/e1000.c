@@ -35,6 +35,7 @@
 #include "backend/tap.h"
 #include "bus/pci.h"
 #include "core/machine.h"
+#include "lib/announce.h"
 #include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/counters.h"
@@ -110,6 +111,8 @@ struct e1000 {
 	/* A direction stopped by a malformed ring until reprogrammed. */
 	bool rx_broken, tx_broken;
 	bool rx_paused; /* a checkpoint's quiesce */
+	/* RARP announcements after a restore, sent by the receive thread. */
+	struct announce announce;
 	/* Receive: one frame read from the tap that waits for buffers. */
 	uint8_t *rx_frame;
 	size_t rx_pending;
@@ -897,13 +900,53 @@ static bool rx_drain(struct e1000 *e)
 	return true;
 }
 
+/* ---- self-announce after a restore (lib/announce.h) ---- */
+
+/* The guest's address: receive address 0 as the driver set it, else the
+ * configured one. */
+static void station_mac(struct e1000 *e, uint8_t mac[6])
+{
+	uint32_t lo = *reg(e, E1000_RA), hi = *reg(e, E1000_RA + 4);
+
+	if (!(hi & E1000_RAH_AV)) {
+		memcpy(mac, e->mac, 6);
+		return;
+	}
+	for (unsigned i = 0; i < 4; i++)
+		mac[i] = (uint8_t)(lo >> (8 * i));
+	mac[4] = (uint8_t)hi;
+	mac[5] = (uint8_t)(hi >> 8);
+}
+
+/* The announcement due now, if one is; under the lock. */
+static void announce_if_due(struct e1000 *e, uint64_t now)
+{
+	uint8_t hdr[E1000_VNET_HDR] = {0}, frame[ANNOUNCE_FRAME], mac[6];
+	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {frame, sizeof(frame)}};
+
+	if (e->rx_paused || !announce_due(&e->announce, now))
+		return;
+	station_mac(e, mac);
+	announce_frame(frame, mac);
+	if (writev(tap_fd(e->tap), iov, 2) < 0)
+		log_ratelimited(&e1000_rl, LOG_DEBUG, "e1000: %s: announce: %s", tap_name(e->tap),
+		                strerror(errno));
+	announce_sent(&e->announce, now);
+}
+
+/* Until the deferred interrupt or the next announcement; -1: neither. */
 static int rx_timeout_ms(struct e1000 *e)
 {
 	uint64_t now = monotonic_ns();
+	int irq = -1, ann = announce_timeout_ms(&e->announce, now);
 
-	if (e->irq_due_ns == 0)
-		return -1;
-	return now >= e->irq_due_ns ? 0 : (int)((e->irq_due_ns - now) / 1000000 + 1);
+	if (e->irq_due_ns != 0)
+		irq = now >= e->irq_due_ns ? 0 : (int)((e->irq_due_ns - now) / 1000000 + 1);
+	if (e->rx_paused && ann >= 0)
+		ann = 10; /* a checkpoint's quiesce: look again soon */
+	if (irq < 0 || (ann >= 0 && ann < irq))
+		return ann;
+	return irq;
 }
 
 static void *rx_main(void *arg)
@@ -933,6 +976,7 @@ static void *rx_main(void *arg)
 			e->irq_due_ns = 0;
 			irq_update(e);
 		}
+		announce_if_due(e, monotonic_ns());
 		watch_tap = rx_drain(e);
 		pthread_mutex_unlock(&e->lock);
 	}
@@ -1378,6 +1422,7 @@ static int e1000_restore(struct pci_func *f, struct sbuf_reader *in, char *err, 
 	e->rx_broken = e->tx_broken = false;
 	e->rx_pending = 0;
 	e->irq_due_ns = 0;
+	announce_start(&e->announce, monotonic_ns());
 	/* The generic part drove the line as saved; ours follows ICR & IMS. */
 	e->irq_level = f->intx_asserted;
 	irq_update(e);

@@ -29,6 +29,7 @@
 #include "bus/pci.h"
 #include "bus/virtio_pci.h"
 #include "core/machine.h"
+#include "lib/announce.h"
 #include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/counters.h"
@@ -67,12 +68,6 @@
 #define NET_TX_IOV              64
 #define NET_MIN_MTU             68
 #define NET_MAX_MTU             65535
-/* Self-announce after a restore: QEMU's defaults (announce-initial 50 ms,
- * announce-rounds 5, announce-step 100 ms). */
-#define NET_ANNOUNCE_ROUNDS   5
-#define NET_ANNOUNCE_FIRST_NS (50 * 1000000ull)
-#define NET_ANNOUNCE_STEP_NS  (100 * 1000000ull)
-#define NET_RARP_FRAME        60 /* the Ethernet minimum, without the FCS */
 
 struct virtio_net_config {
 	uint8_t mac[6];
@@ -93,10 +88,9 @@ struct virtio_net {
 	 * thread leaves the tap unread; what overflows it is lost, as on a
 	 * wire. */
 	bool rx_paused;
-	/* RARP announcements still to send (set by a restore, sent by the
-	 * receive thread) and when the next one is due (monotonic ns). */
-	unsigned announce_left;
-	uint64_t announce_at;
+	/* RARP announcements still to send: set by a restore, sent by the
+	 * receive thread (under the receive queue's lock). */
+	struct announce announce;
 	struct iovec rx_iov[NET_RX_IOV];
 	struct vq_elem rx_elem[NET_RX_CHAINS];
 	uint8_t *rx_bounce; /* for frames when the posted buffers may be too small */
@@ -311,49 +305,32 @@ static bool rx_drain(struct virtio_net *net, struct virtio_queue *q)
 	return starved;
 }
 
-/* ---- self-announce (RFC 903 RARP, as QEMU's qemu_announce_self) ---- */
+/* ---- self-announce (lib/announce.h) ---- */
 
-/* One RARP "reverse request" from the guest's MAC, broadcast: carries no
- * address, only teaches the bridges on the way where that MAC is now. */
 static void announce_send(struct virtio_net *net)
 {
-	uint8_t hdr[NET_HDR_LEN] = {0}, frame[NET_RARP_FRAME] = {0};
-	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {frame, sizeof(frame)}};
-	static const uint8_t arp[] = {0x80, 0x35,  /* EtherType RARP */
-	                              0x00, 0x01,  /* hardware: Ethernet */
-	                              0x08, 0x00,  /* protocol: IPv4 */
-	                              6,    4,     /* address lengths */
-	                              0x00, 0x03}; /* op: reverse request */
+	uint8_t hdr[NET_HDR_LEN] = {0}, frame[ANNOUNCE_FRAME];
+	size_t len = announce_frame(frame, net->cfg.mac);
+	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {frame, len}};
 
-	memset(frame, 0xff, 6);
-	memcpy(frame + 6, net->cfg.mac, 6);
-	memcpy(frame + 12, arp, sizeof(arp));
-	memcpy(frame + 22, net->cfg.mac, 6); /* sender MAC; sender IP 0 */
-	memcpy(frame + 32, net->cfg.mac, 6); /* target MAC; target IP 0 */
 	if (writev(tap_fd(net->tap), iov, 2) < 0)
 		log_ratelimited(&net_rl, LOG_DEBUG, "virtio-net: %s: announce: %s",
 		                tap_name(net->tap), strerror(errno));
 }
 
 /* poll(2)'s timeout until the next announcement (-1: none due), sending
- * the ones due now; under the receive queue's lock. */
-static int announce_due(struct virtio_net *net)
+ * the one due now; under the receive queue's lock. */
+static int announce_due_ms(struct virtio_net *net)
 {
 	uint64_t now = monotonic_ns();
 
-	if (net->announce_left == 0)
-		return -1;
-	if (net->rx_paused)
+	if (net->rx_paused && net->announce.left > 0)
 		return 10; /* a checkpoint's quiesce: look again soon */
-	if (now >= net->announce_at) {
+	if (announce_due(&net->announce, now)) {
 		announce_send(net);
-		net->announce_left--;
-		net->announce_at =
-		    now + NET_ANNOUNCE_STEP_NS * (NET_ANNOUNCE_ROUNDS - net->announce_left);
-		if (net->announce_left == 0)
-			return -1;
+		announce_sent(&net->announce, now);
 	}
-	return now >= net->announce_at ? 0 : (int)((net->announce_at - now) / 1000000 + 1);
+	return announce_timeout_ms(&net->announce, now);
 }
 
 static int rx_poll_timeout(struct virtio_net *net, struct virtio_queue *q)
@@ -361,7 +338,7 @@ static int rx_poll_timeout(struct virtio_net *net, struct virtio_queue *q)
 	int ms;
 
 	pthread_mutex_lock(&q->lock);
-	ms = announce_due(net);
+	ms = announce_due_ms(net);
 	pthread_mutex_unlock(&q->lock);
 	return ms;
 }
@@ -711,12 +688,11 @@ static int net_restore(struct pci_func *f, struct sbuf_reader *in, char *err, si
 	net->cfg.status = status;
 	/* Read by the receive thread the transport's restore starts; on a
 	 * migration's target that is once the source has paused. */
-	net->announce_left = NET_ANNOUNCE_ROUNDS;
-	net->announce_at = monotonic_ns() + NET_ANNOUNCE_FIRST_NS;
+	announce_start(&net->announce, monotonic_ns());
 	pthread_mutex_unlock(&vd->lock);
 	if (virtio_pci_restore(vd, in) == 0)
 		return 0;
-	net->announce_left = 0;
+	net->announce.left = 0;
 	/* Refused: the device stays as it was. */
 	pthread_mutex_lock(&vd->lock);
 	memcpy(net->cfg.mac, old_mac, sizeof(old_mac));

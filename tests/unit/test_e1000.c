@@ -600,6 +600,28 @@ static void test_malformed_rx(void **state)
 
 /* ---- saved state ---- */
 
+/* RARP frames (broadcast, from test_mac, op 3) the host gets within
+ * `ms`, counting from the last call's; stops early at `want`. */
+static unsigned rarps_within(unsigned ms, unsigned want)
+{
+	static unsigned seen;
+	uint8_t buf[4096];
+	ssize_t n;
+
+	for (unsigned t = 0; t < ms && seen < want; t++) {
+		while ((n = host_recv(buf, sizeof(buf))) > 0) {
+			const uint8_t *e = buf + E1000_VNET_HDR;
+
+			if (n == E1000_VNET_HDR + 60 && e[12] == 0x80 && e[13] == 0x35 &&
+			    e[0] == 0xff && memcmp(e + 6, test_mac, 6) == 0 && e[21] == 3 &&
+			    memcmp(e + 22, test_mac, 6) == 0)
+				seen++;
+		}
+		usleep(1000);
+	}
+	return seen;
+}
+
 static void test_save_restore(void **state)
 {
 	struct sbuf s = {0};
@@ -622,6 +644,9 @@ static void test_save_restore(void **state)
 	assert_int_equal(ee_read(1), 0x3322);
 	host_send(test_mac, 80, 0xf1);
 	assert_true(wait_dd(0, 2000));
+	/* the restore announces the station address: five RARP broadcasts */
+	assert_int_equal(rarps_within(3000, 5), 5);
+	assert_int_equal(rarps_within(600, 6), 5);
 	/* cut short: refused */
 	sbuf_reader_init(&r, s.data, s.len / 2);
 	assert_int_equal(f->de->restore(f, &r, err, sizeof(err)), -1);
