@@ -384,6 +384,7 @@ guest-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(GUEST_ROM) $(BENCH_GUES
 	@tests/guests/jail $(BUILD) $(BUILD)/san
 	@tests/guests/console $(BUILD) $(BUILD)/san
 	@tests/guests/sandbox
+	@tests/guests/ipxe $(BUILD)
 
 # Bad command lines: exit 4 and one line naming the key, with no leak
 # report from the sanitizer build (tests/cli/run; a few seconds).

@@ -272,7 +272,11 @@ static void bar_register_write(struct pci_func *f, int idx, uint32_t val)
 		addr &= ~(lo->size - 1);
 		b = lo;
 	} else if (b->type == PCI_BAR_IO) {
-		addr = (val & ~(uint32_t)(b->size - 1)) & 0xfffcu;
+		/* All 32 bits, as QEMU and bhyve keep them: SeaBIOS sizes an I/O
+		 * BAR as ~(readback & ~3) + 1 and takes an upper half of 0 for a
+		 * 4 GiB BAR ("out of I/O address space").  An address past 64 KiB
+		 * is never mapped (bar_map). */
+		addr = val & ~(uint32_t)(b->size - 1) & ~0x3u;
 	} else {
 		addr = (b->addr & ~0xffffffffull) | (val & ~(uint32_t)(b->size - 1) & ~0xfu);
 		if (b->type == PCI_BAR_MEM32)
@@ -1319,6 +1323,35 @@ struct pci_func *pci_get(unsigned i)
  */
 #define PCI_ROM_MAX (16u << 20) /* bytes: the largest ROM BAR PCI allows */
 
+/*
+ * A ROM made for another device of the same vendor (Debian's iPXE
+ * pxe-e1000.rom names QEMU's 82540EM, 8086:100e) is given this device's
+ * ID in its first image's PCI data structure (PCI Firmware 3.0 section
+ * 5.1.2), since SeaBIOS runs only a ROM whose IDs match; the checksum byte
+ * at offset 6, where iPXE and Etherboot keep it, takes up the difference,
+ * as QEMU's pci_patch_ids() does.  Any other ROM is left as it is.
+ */
+static void rom_patch_ids(const struct pci_func *f, uint8_t *rom, size_t len)
+{
+	uint16_t vendor = (uint16_t)pci_get_cfg(f, PCIR_VENDOR, 2);
+	uint16_t device = (uint16_t)pci_get_cfg(f, PCIR_DEVICE, 2);
+	size_t pcir = len >= 0x20 ? (size_t)rom[0x18] | (size_t)rom[0x19] << 8 : len;
+	uint16_t old;
+
+	if (pcir + 8 > len || memcmp(rom + pcir, "PCIR", 4) != 0 ||
+	    (uint16_t)(rom[pcir + 4] | rom[pcir + 5] << 8) != vendor)
+		return;
+	old = (uint16_t)(rom[pcir + 6] | rom[pcir + 7] << 8);
+	if (old == device)
+		return;
+	rom[pcir + 6] = (uint8_t)device;
+	rom[pcir + 7] = (uint8_t)(device >> 8);
+	/* The bytes' sum stays what it was. */
+	rom[6] = (uint8_t)(rom[6] + (old & 0xff) + (old >> 8) - (device & 0xff) - (device >> 8));
+	log_info("%02x:%02x.%x: option ROM for %04x:%04x given this device's ID %04x:%04x", f->bus,
+	         f->slot, f->func, vendor, old, vendor, device);
+}
+
 static int attach_romfile(struct pci_func *f, const char *path, char *err, size_t errlen)
 {
 	char why[200];
@@ -1330,12 +1363,16 @@ static int attach_romfile(struct pci_func *f, const char *path, char *err, size_
 		snprintf(err, errlen, "rom: %s", why);
 		return -1;
 	}
-	if (len < 3 || buf[0] != 0x55 || buf[1] != 0xaa)
+	if (len < 3 || buf[0] != 0x55 || buf[1] != 0xaa) {
 		snprintf(err, errlen, "rom=%s: not an option ROM (no 55 AA signature)", path);
-	else if (f->bar[PCI_ROM_BAR].type != PCI_BAR_NONE)
+	} else if (f->bar[PCI_ROM_BAR].type != PCI_BAR_NONE) {
 		snprintf(err, errlen, "rom=%s: this device has its own ROM", path);
-	else if ((rc = pci_alloc_rom(f, buf, (uint64_t)len)) < 0)
-		snprintf(err, errlen, "rom=%s: no room for a %zu-byte ROM BAR", path, len);
+	} else {
+		rom_patch_ids(f, buf, len);
+		rc = pci_alloc_rom(f, buf, (uint64_t)len);
+		if (rc < 0)
+			snprintf(err, errlen, "rom=%s: no room for a %zu-byte ROM BAR", path, len);
+	}
 	free(buf);
 	return rc;
 }
