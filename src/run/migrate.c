@@ -145,9 +145,10 @@ struct source {
 	double bytes_per_ms;  /* measured over the last round */
 	uint64_t round_bytes; /* the last round's bytes */
 	/* Auto-converge: rounds in a row whose dirty pages came to more than
-	 * half the round before; the vCPUs' throttle now and at its peak. */
+	 * half the round before; the vCPUs' throttle (it only grows until
+	 * release_throttle(), so it is also the migration's peak). */
 	bool auto_converge;
-	unsigned dirty_high, throttle_pct, throttle_peak;
+	unsigned dirty_high, throttle_pct;
 	bool logging, paused_here, quiesced;
 	bool user_paused; /* paused before the migration: stays paused on the target */
 	/* For the log line at the end: rounds sent, bytes of the stream,
@@ -308,8 +309,6 @@ static void auto_converge(struct source *s, long long pages)
 		return;
 	pct = s->throttle_pct == 0 ? 20 : s->throttle_pct + 10;
 	s->throttle_pct = pct < VCPU_THROTTLE_MAX_PCT ? pct : VCPU_THROTTLE_MAX_PCT;
-	if (s->throttle_pct > s->throttle_peak)
-		s->throttle_peak = s->throttle_pct;
 	machine_set_throttle(s->m, s->throttle_pct);
 	log_info("migration: the guest dirtied %llu MiB while a round moved %llu MiB: its "
 	         "vCPUs are throttled to %u %% (auto-converge)",
@@ -491,7 +490,7 @@ enum migrate_outcome migrate_send(struct machine *m, int fd, char *err, size_t e
 		    "%u %%",
 		    s.rounds, (unsigned long long)(s.bytes >> 20),
 		    (unsigned long long)((now - s.start_ns) / 1000000u),
-		    (unsigned long long)((now - s.pause_ns) / 1000000u), s.throttle_peak);
+		    (unsigned long long)((now - s.pause_ns) / 1000000u), s.throttle_pct);
 	}
 	/* A guest that runs on here (a failure) or is resumed later runs at
 	 * full speed again. */
