@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/timerfd.h>
+#include <sys/un.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -25,7 +26,10 @@
 #include "lib/log.h"
 #include "lib/tty_escape.h"
 
-enum chardev_kind { CHARDEV_STDIO, CHARDEV_DEVICE, CHARDEV_TCP, CHARDEV_PTY };
+enum chardev_kind { CHARDEV_STDIO, CHARDEV_DEVICE, CHARDEV_TCP, CHARDEV_PTY, CHARDEV_UNIX };
+
+/* TCP and unix sockets: one client at a time, who may come and go. */
+#define HAS_CLIENTS(cd) ((cd)->kind == CHARDEV_TCP || (cd)->kind == CHARDEV_UNIX)
 
 /* Output: a ring of CHARDEV_OUT_MAX bytes per back end (chardev.h). */
 struct outring {
@@ -43,6 +47,7 @@ struct chardev {
 	int always_fd;      /* eventfd standing in for a regular file epoll cannot watch */
 	int slave_fd;       /* PTY only: our own open slave, so the master never hangs up */
 	int link_slot;      /* PTY only: index in pty_links, -1 when none */
+	int sock_slot;      /* UNIX only: index in unix_socks, -1 when none */
 	bool owns_out_fd;   /* stdio: out_fd is our own reopened stdout */
 	bool out_is_socket; /* send(MSG_DONTWAIT): no flag to flip on a socket */
 	bool paused;
@@ -77,7 +82,7 @@ struct chardev {
 };
 
 /* Every open back end, for the last flush when khyve exits. */
-#define MAX_CHARDEVS 8
+#define MAX_CHARDEVS 32
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct chardev *open_chardevs[MAX_CHARDEVS];
 
@@ -143,10 +148,40 @@ static void pty_links_remove_all(void)
 		pty_link_remove(i);
 }
 
+/* Unix sockets khyve made (unix=PATH), removed when khyve exits while the
+ * path still names the socket it bound (same device and inode). */
+#define MAX_UNIX_SOCKS 32
+static struct {
+	bool used;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	dev_t dev;
+	ino_t ino;
+} unix_socks[MAX_UNIX_SOCKS];
+
+/* Async-signal-safe (lstat, unlink). */
+static void unix_sock_remove(int slot)
+{
+	struct stat st;
+
+	if (slot < 0 || !unix_socks[slot].used)
+		return;
+	if (lstat(unix_socks[slot].path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    st.st_dev == unix_socks[slot].dev && st.st_ino == unix_socks[slot].ino)
+		unlink(unix_socks[slot].path);
+	unix_socks[slot].used = false;
+}
+
+static void unix_socks_remove_all(void)
+{
+	for (int i = 0; i < MAX_UNIX_SOCKS; i++)
+		unix_sock_remove(i);
+}
+
 static void fatal_signal_restore(int sig)
 {
 	chardev_restore_terminals();
 	pty_links_remove_all();
+	unix_socks_remove_all();
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -166,6 +201,7 @@ static void install_exit_handlers(void)
 	done = true;
 	atexit(chardev_restore_terminals);
 	atexit(pty_links_remove_all);
+	atexit(unix_socks_remove_all);
 	atexit(flush_all_at_exit);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		struct sigaction old;
@@ -279,7 +315,7 @@ static ssize_t out_send(const struct chardev *cd, const char *p, size_t len)
  * a disk is full): drop what waits and all that follows. */
 static void out_lost(struct chardev *cd, int err)
 {
-	if (cd->kind == CHARDEV_TCP) { /* the client left; the next one starts afresh */
+	if (HAS_CLIENTS(cd)) { /* the client left; the next one starts afresh */
 		cd->ring.len = cd->ring.head = 0;
 		return;
 	}
@@ -809,6 +845,105 @@ static int open_pty(struct chardev *cd, const char *link, char *err, size_t errl
 	return 0;
 }
 
+/*
+ * Whether the socket at `path` is one nobody listens on any more (a khyve
+ * that was killed left it): connecting is refused.  A live one (someone
+ * accepts, or the connection is pending) is not stale.
+ */
+static bool unix_sock_is_stale(const struct sockaddr_un *sun)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	bool stale;
+
+	if (fd < 0)
+		return false;
+	stale =
+	    connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) < 0 && errno == ECONNREFUSED;
+	close(fd);
+	return stale;
+}
+
+/* Make room at `sun`'s path: nothing there, or a stale socket (removed).
+ * Anything else (a file, a directory, a socket in use) is never replaced. */
+static int unix_sock_clear(const struct sockaddr_un *sun, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(sun->sun_path, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		snprintf(err, errlen, "cannot check socket %s: %s", sun->sun_path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		snprintf(err, errlen, "socket path %s exists and is %s: not replacing it",
+		         sun->sun_path, S_ISLNK(st.st_mode) ? "a symlink" : file_kind(st.st_mode));
+		return -1;
+	}
+	if (!unix_sock_is_stale(sun)) {
+		snprintf(err, errlen, "socket %s is in use by another program: not replacing it",
+		         sun->sun_path);
+		return -1;
+	}
+	if (unlink(sun->sun_path) < 0 && errno != ENOENT) {
+		snprintf(err, errlen, "cannot remove the stale socket %s: %s", sun->sun_path,
+		         strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int unix_sock_register(const char *path, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || lstat(path, &st) < 0)
+		return -1;
+	for (int i = 0; i < MAX_UNIX_SOCKS; i++) {
+		if (unix_socks[i].used)
+			continue;
+		snprintf(unix_socks[i].path, sizeof(unix_socks[i].path), "%s", path);
+		unix_socks[i].dev = st.st_dev;
+		unix_socks[i].ino = st.st_ino;
+		unix_socks[i].used = true;
+		return i;
+	}
+	return -1;
+}
+
+/* unix=PATH: listen on a new unix socket at PATH, one client at a time. */
+static int open_unix(struct chardev *cd, const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+
+	if (path[0] == '\0' || strlen(path) >= sizeof(sun.sun_path)) {
+		snprintf(err, errlen, "unix socket path '%s': want 1-%zu characters", path,
+		         sizeof(sun.sun_path) - 1);
+		return -1;
+	}
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	if (unix_sock_clear(&sun, err, errlen) < 0)
+		return -1;
+	cd->out_is_socket = true;
+	cd->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (cd->listen_fd < 0 || bind(cd->listen_fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		snprintf(err, errlen, "cannot make socket %s: %s", path, strerror(errno));
+		return -1;
+	}
+	cd->sock_slot = unix_sock_register(path, cd->listen_fd);
+	if (cd->sock_slot < 0) {
+		unlink(path); /* just bound: ours */
+		snprintf(err, errlen, "too many unix sockets (at most %d)", MAX_UNIX_SOCKS);
+		return -1;
+	}
+	if (listen(cd->listen_fd, 1) < 0 ||
+	    (cd->listen_ev = mevent_add(cd->loop, cd->listen_fd, EPOLLIN, on_accept, cd)) == NULL) {
+		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* Set O_NONBLOCK on stdout's own description, to be put back on exit. */
 static int stdout_set_nonblock(void)
 {
@@ -886,12 +1021,17 @@ static int open_kind(struct chardev *cd, const char *spec, char *err, size_t err
 		cd->kind = CHARDEV_PTY;
 		return open_pty(cd, spec + 4, err, errlen);
 	}
+	if (strncmp(spec, "unix=", 5) == 0) {
+		cd->kind = CHARDEV_UNIX;
+		return open_unix(cd, spec + 5, err, errlen);
+	}
 	if (spec[0] == '/') {
 		cd->kind = CHARDEV_DEVICE;
 		return open_device(cd, spec, err, errlen);
 	}
 	snprintf(err, errlen,
-	         "unknown serial back end '%s' (want stdio, /dev/PATH, tcp=IP:PORT or pty=LINK)",
+	         "unknown serial back end '%s' (want stdio, /dev/PATH, tcp=IP:PORT, pty=LINK or "
+	         "unix=PATH)",
 	         spec);
 	return -1;
 }
@@ -920,7 +1060,7 @@ static int watch(struct chardev *cd)
 	if (cd->tick_fd < 0 ||
 	    (cd->tick_ev = mevent_add(cd->loop, cd->tick_fd, EPOLLIN, on_tick, cd)) == NULL)
 		return -1;
-	if (cd->kind == CHARDEV_TCP)
+	if (HAS_CLIENTS(cd))
 		return 0; /* input and output come with each client */
 	cd->in_mask = EPOLLIN;
 	cd->in_ev = watch_fd(cd, cd->in_fd, EPOLLIN, on_event, &cd->always_fd);
@@ -943,7 +1083,7 @@ struct chardev *chardev_open(const char *spec, struct mevent_loop *loop, chardev
 		return NULL;
 	}
 	cd->in_fd = cd->out_fd = cd->listen_fd = cd->always_fd = cd->slave_fd = -1;
-	cd->out_always_fd = cd->link_slot = cd->tick_fd = -1;
+	cd->out_always_fd = cd->link_slot = cd->sock_slot = cd->tick_fd = -1;
 	cd->loop = loop;
 	cd->ready = ready;
 	cd->arg = arg;
@@ -991,6 +1131,7 @@ void chardev_close(struct chardev *cd)
 	if (cd->out_always_fd >= 0)
 		close(cd->out_always_fd);
 	pty_link_remove(cd->link_slot);
+	unix_sock_remove(cd->sock_slot);
 	if (cd->slave_fd >= 0)
 		close(cd->slave_fd);
 	pthread_mutex_destroy(&cd->lock);
@@ -1004,7 +1145,7 @@ void chardev_close(struct chardev *cd)
  * client. */
 static void input_ended(struct chardev *cd)
 {
-	if (cd->kind == CHARDEV_TCP) {
+	if (HAS_CLIENTS(cd)) {
 		tcp_drop_client(cd);
 		return;
 	}

@@ -17,6 +17,15 @@
  *                      cu, screen) open LINK and may come and go: khyve
  *                      holds the slave open itself, so the master never
  *                      hangs up.
+ *   unix=PATH          listen on a new unix socket at PATH, one client at
+ *                      a time (virtio-console ports).  Only nothing, or a
+ *                      stale socket nobody listens on (connect refused),
+ *                      may be at PATH; anything else is refused, never
+ *                      replaced.  Removed when khyve exits if PATH still
+ *                      names the socket it made and khyve can still see
+ *                      it (not from inside the jail, run/jail.h, whose
+ *                      mount namespace hides PATH: the socket stays, and
+ *                      the next khyve takes the stale socket over).
  *
  * Input: when bytes are readable the owner's `ready` callback runs on the
  * event-loop thread and pulls them with chardev_read().  An owner with no

@@ -81,3 +81,15 @@ int parse_memsize(const char *s, uint64_t *bytes)
 	*bytes = v;
 	return 0;
 }
+
+bool parse_is_name(const char *s, size_t len, size_t max)
+{
+	if (len == 0 || len > max)
+		return false;
+	/* ASCII only, whatever the locale says is alphanumeric. */
+	for (size_t i = 0; i < len; i++)
+		if (!(s[i] >= 'a' && s[i] <= 'z') && !(s[i] >= 'A' && s[i] <= 'Z') &&
+		    !(s[i] >= '0' && s[i] <= '9') && s[i] != '.' && s[i] != '_' && s[i] != '-')
+			return false;
+	return true;
+}

@@ -3,6 +3,7 @@
 #define KHYVE_PARSE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -21,5 +22,12 @@ int parse_memsize(const char *s, uint64_t *bytes);
 
 /* Parse an unsigned decimal/hex/octal integer in [min, max]; 0 or -1. */
 int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/*
+ * Whether the `len` bytes at `s` are a name a guest may be shown (a
+ * virtio-console port, a virtio-9p mount tag): 1 to `max` characters of
+ * A-Z, a-z, 0-9, '.', '_' and '-', so never a path, a space or a comma.
+ */
+bool parse_is_name(const char *s, size_t len, size_t max);
 
 #endif

@@ -149,6 +149,24 @@ static const int api_calls[] = {
 	SCMP_SYS(pread64), SCMP_SYS(recvmsg), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek),
 	SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(mmap), SCMP_SYS(msync), SCMP_SYS(writev), END};
 
+/* virtio-console: a port's output goes out through chardev (send with
+ * MSG_DONTWAIT; a full socket arms the loop's write watch and flush tick). */
+static const int console_calls[] = {
+	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(sendto), SCMP_SYS(writev),
+	SCMP_SYS(epoll_ctl), SCMP_SYS(timerfd_settime), END};
+
+/* virtio-9p (backend/p9fs.c): every file operation is relative to the
+ * share's descriptor (openat2 with RESOLVE_BENEATH, *at calls on the
+ * directories it opened); nothing is executed, no socket is made. */
+static const int p9_calls[] = {
+	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(openat), SCMP_SYS(openat2),
+	SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(fstatfs), SCMP_SYS(getdents64),
+	SCMP_SYS(lseek), SCMP_SYS(pread64), SCMP_SYS(pwrite64), SCMP_SYS(fsync),
+	SCMP_SYS(fdatasync), SCMP_SYS(ftruncate), SCMP_SYS(fchmod), SCMP_SYS(fchmodat),
+	SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(mkdirat), SCMP_SYS(unlinkat),
+	SCMP_SYS(renameat), SCMP_SYS(renameat2), SCMP_SYS(symlinkat), SCMP_SYS(readlinkat),
+	SCMP_SYS(linkat), SCMP_SYS(fcntl), END};
+
 #ifdef SANDBOX_SANITIZERS
 /* ASan/UBSan/LSan builds (detected at compile time): the runtime's own
  * bookkeeping, its reports (/proc/self/maps, symbolising) and, in the
@@ -249,6 +267,8 @@ static const struct role_desc role_table[SANDBOX_NROLES] = {
                      api_calls,
                      {api_ioctls, kvm_save_ioctls, kvm_migrate_ioctls},
                      KICKS_VCPUS | OPEN_FAILS},
+    [SANDBOX_CONSOLE] = {"console", console_calls, {kvm_run_ioctls}, 0},
+    [SANDBOX_P9] = {"9p", p9_calls, {kvm_run_ioctls}, 0},
 };
 
 /* ---- state ---- */

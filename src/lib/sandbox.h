@@ -36,6 +36,8 @@ enum sandbox_role {
 	SANDBOX_NET_RX,        /* virtio-net receive thread */
 	SANDBOX_VNC,           /* the VNC server thread */
 	SANDBOX_API,           /* the API thread (run/api.c): HTTP on its unix socket */
+	SANDBOX_CONSOLE,       /* virtio-console's queue thread: output to its sockets */
+	SANDBOX_P9,            /* virtio-9p's request thread: file operations in its share */
 	SANDBOX_NROLES
 };
 

@@ -8,7 +8,11 @@
  * of its device only.  The including file defines VIRTIO_FUZZ_DEVICE (the
  * emulation's name) and VIRTIO_FUZZ_OPTS (NULL-terminated key, value
  * pairs for it), and VIRTIO_FUZZ_NET for virtio-net, whose tap is then a
- * datagram socket pair (see tap_open() below).
+ * datagram socket pair (see tap_open() below).  Optional:
+ * VIRTIO_FUZZ_MAXQ, the queues ops 3, 5 and 7 choose among (default 2:
+ * "n%2" below is n % VIRTIO_FUZZ_MAXQ); VIRTIO_FUZZ_LOOP, an event loop
+ * for the machine (made, never run: back ends register on it); an option
+ * value "SOCKET" stands for a fresh socket path in a temporary folder.
  *
  * Input: a sequence of ops, each an opcode byte and its operands; the
  * device byte that ops 1-5 and 7 read is ignored (n%1: it chose among
@@ -56,16 +60,20 @@
 #include "bus/virtio_pci.h"
 #include "core/iobus.h"
 #include "core/machine.h"
+#include "core/mevent.h"
 #include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/sbuf.h"
 
-#define RAM_GPA       0x100000ull
-#define RAM_SIZE      0x80000ull /* 512 KiB */
-#define SLOT_SIZE     0x1000ull  /* per queue: desc, avail at +0x400, used at +0x800 */
-#define DATA_OFF      0x10000ull
-#define NDEV          1
-#define MAXQ          2
+#define RAM_GPA   0x100000ull
+#define RAM_SIZE  0x80000ull /* 512 KiB */
+#define SLOT_SIZE 0x1000ull  /* per queue: desc, avail at +0x400, used at +0x800 */
+#define DATA_OFF  0x10000ull
+#define NDEV      1
+#ifndef VIRTIO_FUZZ_MAXQ
+#define VIRTIO_FUZZ_MAXQ 2
+#endif
+#define MAXQ          VIRTIO_FUZZ_MAXQ
 #define VBAR          4
 #define CC_DFSELECT   0x00
 #define CC_DF         0x04
@@ -127,6 +135,29 @@ static uint64_t reg_read(struct dev *d, uint64_t off, unsigned size)
 	return val;
 }
 
+/* "SOCKET": a path nothing is at, in a folder removed at exit (after
+ * chardev's own exit handler, registered later, removed the socket). */
+static char fuzz_sock_dir[128], fuzz_sock_path[160];
+
+static void fuzz_sock_dir_remove(void)
+{
+	unlink(fuzz_sock_path);
+	rmdir(fuzz_sock_dir);
+}
+
+static const char *fuzz_socket(void)
+{
+	const char *base = getenv("TMPDIR");
+
+	snprintf(fuzz_sock_dir, sizeof(fuzz_sock_dir), "%s/khyve-fuzz-sock.XXXXXX",
+	         base && *base ? base : "/tmp");
+	if (mkdtemp(fuzz_sock_dir) == NULL)
+		abort();
+	snprintf(fuzz_sock_path, sizeof(fuzz_sock_path), "%s/s", fuzz_sock_dir);
+	atexit(fuzz_sock_dir_remove);
+	return fuzz_sock_path;
+}
+
 static void setup_once(void)
 {
 	static const char *const opts[] = {VIRTIO_FUZZ_OPTS};
@@ -136,6 +167,11 @@ static void setup_once(void)
 	if (ram == NULL || machine_init_detached(&m, "fuzz", ram, RAM_GPA, RAM_SIZE) < 0)
 		abort();
 	m.intx_hook = no_intx;
+#ifdef VIRTIO_FUZZ_LOOP
+	m.loop = mevent_loop_create();
+	if (m.loop == NULL)
+		abort();
+#endif
 	config_reset();
 	if (config_set("pci.0.4.0.device", VIRTIO_FUZZ_DEVICE) < 0)
 		abort();
@@ -144,8 +180,9 @@ static void setup_once(void)
 
 		snprintf(key, sizeof(key), "pci.0.4.0.%s", kv[0]);
 		/* "IMAGE" stands for a scratch disk image. */
-		if (config_set(key, strcmp(kv[1], "IMAGE") == 0 ? fuzz_image(256u << 10, 0x3c)
-		                                                : kv[1]) < 0)
+		if (config_set(key, strcmp(kv[1], "IMAGE") == 0    ? fuzz_image(256u << 10, 0x3c)
+		                    : strcmp(kv[1], "SOCKET") == 0 ? fuzz_socket()
+		                                                   : kv[1]) < 0)
 			abort();
 	}
 	if (pci_init(&m, err, sizeof(err)) < 0) {

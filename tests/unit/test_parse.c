@@ -153,6 +153,19 @@ static void test_parse_memsize(void **state)
 	assert_int_equal(parse_memsize(NULL, &(uint64_t){0}), -1);
 }
 
+static void test_parse_is_name(void **state)
+{
+	(void)state;
+	assert_true(parse_is_name("org.qemu.guest_agent-0", 22, 64));
+	assert_true(parse_is_name("abcdef", 3, 3)); /* only the first `len` bytes */
+	assert_false(parse_is_name("", 0, 64));
+	assert_false(parse_is_name("abcd", 4, 3));
+	assert_false(parse_is_name("a/b", 3, 64));
+	assert_false(parse_is_name("a b", 3, 64));
+	assert_false(parse_is_name("a,b", 3, 64));
+	assert_false(parse_is_name("caf\xc3\xa9", 5, 64));
+}
+
 static void test_parse_uint(void **state)
 {
 	uint64_t v;
@@ -211,10 +224,9 @@ static void test_parse_uint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_parse_size_ok),
-	    cmocka_unit_test(test_parse_size_bad),
-	    cmocka_unit_test(test_parse_memsize),
-	    cmocka_unit_test(test_parse_uint),
+	    cmocka_unit_test(test_parse_size_ok), cmocka_unit_test(test_parse_size_bad),
+	    cmocka_unit_test(test_parse_memsize), cmocka_unit_test(test_parse_uint),
+	    cmocka_unit_test(test_parse_is_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
