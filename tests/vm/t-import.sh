@@ -1,0 +1,86 @@
+# vm import: Proxmox VE and libvirt guests (tests/vm/import/*) written as
+# vm settings, compared byte for byte with tests/vm/import/expected/, the
+# qcow2 disks converted by qemu-img and the raw ones referenced; bad files
+# and failing imports: one line, non-zero exit, nothing left behind.
+. "$TOP/tests/vm/lib.sh"
+samples=$TOP/tests/vm/import
+vm init
+imgs=$scratch/imgs
+mkdir "$imgs"
+# The images the samples name, as copied from their hosts into one folder.
+for f in vm-100-disk-0 vm-101-disk-1 vm-102-disk-1.raw fedora-uefi.img debian-data; do
+	truncate -s 1M "$imgs/$f"
+done
+touch "$imgs/Win11_23H2_English_x64.iso"
+head -c 3M /dev/urandom >"$scratch/content.raw"
+qemu-img convert -q -f raw -O qcow2 "$scratch/content.raw" "$imgs/vm-102-disk-0.qcow2"
+cp "$imgs/vm-102-disk-0.qcow2" "$imgs/debian12.qcow2"
+(cd "$imgs" && sha256sum ./*) >"$scratch/imgs.sum"
+
+# same EXPECTED: stdin (with $scratch as @SCRATCH@) must be the file; with
+# IMPORT_REGEN=1 it becomes the file (review the diff before committing).
+same() {
+	if [ -n "${IMPORT_REGEN:-}" ]; then
+		sed "s|$scratch|@SCRATCH@|g" >"$1"
+	else
+		sed "s|$scratch|@SCRATCH@|g" | diff -u "$1" - >&2
+	fi
+}
+# import SAMPLE NAME [ARGS...]: import it with -d, compare NAME.conf and the report.
+import() {
+	sample=$1 name=$2
+	shift 2
+	vm import -d "$imgs" "$samples/$sample" "$@" >"$scratch/report" ||
+		die "vm import $sample failed"
+	same "$samples/expected/$name.conf" <"$vm_dir/$name/$name.conf" ||
+		die "$sample: $name.conf differs"
+	same "$samples/expected/$name.out" <"$scratch/report" || die "$sample: report differs"
+	vm start -n "$name" >/dev/null || die "$sample: vm start -n $name refuses the settings"
+}
+import pve-debian.conf debian12
+import pve-win11.conf win11
+import pve-qcow2.conf ubuntu-dir
+import libvirt-debian.xml debian-libvirt
+import libvirt-ovmf.xml fedora-uefi
+# qcow2: converted to raw in the guest's folder (owner only); the source is untouched.
+cmp "$scratch/content.raw" "$vm_dir/ubuntu-dir/disk0.img" || die "qcow2 not converted to raw"
+[ "$(stat -c %a "$vm_dir/ubuntu-dir/disk0.img")" = 600 ] || die "converted disk readable by others"
+(cd "$imgs" && sha256sum -c --quiet "$scratch/imgs.sum") || die "a source image changed"
+ls -A "$vm_dir" | grep -q importing && die "a temporary folder was left"
+
+# A name of our own; then that name again, and a guest that exists.
+vm import -d "$imgs" "$samples/libvirt-debian.xml" other >/dev/null
+grep -q '^disk0_name="disk0.img"$' "$vm_dir/other/other.conf" || die "import FILE NAME"
+snapshot_tree
+expect_fail vm import -d "$imgs" "$samples/libvirt-debian.xml" other
+grep -q 'already exists' "$scratch/err" || die "existing guest: $(cat "$scratch/err")"
+expect_fail vm import -d "$imgs" "$samples/pve-debian.conf"
+same_tree "existing guests"
+
+# Bad files and bad uses: one line each, nothing written.
+for f in bad-truncated.xml bad-binary.conf bad-nodomain.xml bad-values.conf bad-mac.conf \
+	bad-text.conf; do
+	expect_fail vm import -d "$imgs" "$samples/$f"
+	sed "s|$samples/||" "$scratch/err" >>"$scratch/bad.err"
+done
+same "$samples/expected/bad.err" <"$scratch/bad.err" || die "bad files: messages differ"
+expect_fail vm import "$samples/pve-qcow2.conf" fresh      # no -d: /var/lib/vz/images/102/...
+expect_fail vm import -x "$samples/pve-debian.conf"        # unknown option
+expect_fail vm import -d "$imgs/vm-100-disk-0" "$samples/pve-debian.conf" fresh
+expect_fail vm import -d "$imgs" "$samples/pve-debian.conf" 'bad name'
+expect_fail vm import -d "$imgs" "$scratch/missing.conf"
+expect_fail vm import -d "$imgs" /dev/null
+# qemu-img fails halfway: disk0 is converted, disk1 is not qcow2: the
+# half-made folder goes.
+mkdir "$scratch/corrupt"
+cp "$imgs/vm-102-disk-0.qcow2" "$scratch/corrupt/"
+head -c 1M /dev/zero >"$scratch/corrupt/vm-102-disk-1.qcow2"
+printf 'memory: 256\nvirtio0: local:102/vm-102-disk-0.qcow2\nvirtio1: local:102/vm-102-disk-1.qcow2\n' \
+	>"$scratch/two.conf"
+snapshot_tree
+expect_fail vm import -d "$scratch/corrupt" "$scratch/two.conf" fresh
+grep -q 'virtio1: qemu-img convert' "$scratch/err" || die "corrupt qcow2: $(cat "$scratch/err")"
+same_tree "failed conversion"
+[ -e "$vm_dir/fresh" ] && die "failed import left its guest"
+ls -A "$vm_dir" | grep -q importing && die "failed import left its temporary folder"
+echo "t-import: ok"
