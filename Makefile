@@ -309,6 +309,11 @@ $(BUILD)/fuzz/fuzz_virtio_net $(BUILD)/fuzz/fuzz_e1000: FUZZ_LINK_OUT := $(BUILD
 # fuzz_web: /metrics' text (its handler's callees are the target's stand-ins).
 $(BUILD)/fuzz/fuzz_web: FUZZ_LINK_IN := $(BUILD)/fuzz/obj/src/web/metrics.o
 $(BUILD)/fuzz/fuzz_web: $(BUILD)/fuzz/obj/src/web/metrics.o
+# fuzz_import: vm import's readers (libxml2 for the libvirt XML).
+IMPORT_FUZZ_OBJ := $(BUILD)/fuzz/obj/src/vm/import_pve.o $(BUILD)/fuzz/obj/src/vm/import_libvirt.o
+$(BUILD)/fuzz/fuzz_import: FUZZ_LINK_IN := $(IMPORT_FUZZ_OBJ) \
+	$(shell $(PKG_CONFIG) --libs libxml-2.0 2>/dev/null || echo -lxml2)
+$(BUILD)/fuzz/fuzz_import: $(IMPORT_FUZZ_OBJ)
 
 # Named outside the pattern rule, so make keeps the objects rather than
 # deleting them as intermediates (and rebuilding them on the next run).
