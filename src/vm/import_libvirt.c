@@ -182,9 +182,10 @@ static void lv_boot_devs(struct lv *l, const xmlNode *os)
 		if (!is(b, "boot") || !attr(b, "dev", dev, sizeof(dev)))
 			continue;
 		any = true;
-		if (!strcmp(dev, "network"))
+		if (!strcmp(dev, "network") && l->next_place == 0)
 			imp_note(g,
-			         "os/boot dev=network: network boot is not in khyve's boot order");
+			         "os/boot dev=network first: network boot is not in khyve's boot "
+			         "order");
 		for (size_t i = 0; i < g->ndisk; i++)
 			if (!g->disk[i].boot && ((!strcmp(dev, "hd") && !g->disk[i].cdrom) ||
 			                         (!strcmp(dev, "cdrom") && g->disk[i].cdrom)))
@@ -319,8 +320,9 @@ static int lv_interface(struct lv *l, const xmlNode *n)
 		imp_note(l->g, "%s: model %s became e1000", nic->id, model);
 	if (lv_boot_order(l, n, &place) < 0)
 		return -1;
-	if (place)
-		imp_note(l->g, "%s: network boot is not in khyve's boot order", nic->id);
+	if (place == 1)
+		imp_note(l->g, "%s: boot order 1: network boot is not in khyve's boot order",
+		         nic->id);
 	return 0;
 }
 

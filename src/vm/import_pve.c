@@ -41,16 +41,17 @@ void imp_copy(char *dst, size_t len, const char *src)
 int imp_locate(const char *dir, const char *path, char out[PATH_MAX])
 {
 	const char *base = strrchr(path, '/');
+	char raw[PATH_MAX];
 
 	if (!dir)
 		return snprintf(out, PATH_MAX, "%s", path) >= PATH_MAX ? -1 : 0;
 	base = base ? base + 1 : path;
-	if (snprintf(out, PATH_MAX, "%s/%s", dir, base) >= PATH_MAX)
+	if (snprintf(out, PATH_MAX, "%s/%s", dir, base) >= PATH_MAX ||
+	    snprintf(raw, sizeof(raw), "%s.raw", out) >= (int)sizeof(raw))
 		return -1;
-	if (access(out, F_OK) == 0 || snprintf(out, PATH_MAX, "%s/%s.raw", dir, base) >= PATH_MAX)
-		return 0;
-	if (access(out, F_OK) != 0) /* name the file as given in the error */
-		snprintf(out, PATH_MAX, "%s/%s", dir, base);
+	/* An LVM volume or zvol saved as a file is often NAME.raw. */
+	if (access(out, F_OK) != 0 && access(raw, F_OK) == 0)
+		memcpy(out, raw, sizeof(raw));
 	return 0;
 }
 
@@ -79,7 +80,8 @@ struct pve {
 	char *err;
 	size_t errlen;
 	char boot[256], bootdisk[24];
-	bool seen_key; /* at least one key qm.conf(5) knows */
+	bool seen_key;      /* at least one key qm.conf(5) knows */
+	bool localtime_set; /* else Windows guests keep local time (Proxmox's default) */
 };
 
 static int pve_fail(struct pve *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -361,8 +363,9 @@ static bool pve_bookkeeping(const char *key)
 /* Why a key with no vm setting is left out (NULL: just "not mapped"). */
 static const char *pve_why(const char *key)
 {
+	/* Each is the key or, numbered, the key and digits (usb0, hostpci1). */
 	static const struct {
-		const char *prefix, *why;
+		const char *name, *why;
 	} why[] = {
 	    {"hostpci", "PCI passthrough is not supported"},
 	    {"usb", "USB passthrough is not supported"},
@@ -380,9 +383,12 @@ static const char *pve_why(const char *key)
 	    {"cpu", "khyve gives the guest the host's CPU model"},
 	};
 
-	for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++)
-		if (!strncmp(key, why[i].prefix, strlen(why[i].prefix)))
+	for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++) {
+		size_t len = strlen(why[i].name);
+		if (!strncmp(key, why[i].name, len) &&
+		    strspn(key + len, "0123456789") == strlen(key + len))
 			return why[i].why;
+	}
 	return NULL;
 }
 
@@ -397,8 +403,6 @@ static int pve_key(struct pve *p, const char *key, const char *v)
 			imp_copy(g->name, sizeof(g->name), v);
 	} else if (!strcmp(key, "ostype")) {
 		g->windows = !strncmp(v, "win", 3) || !strcmp(v, "wxp") || !strcmp(v, "w2k");
-		if (g->windows)
-			g->localtime = true; /* Proxmox's default for Windows */
 	} else if (!strcmp(key, "memory")) {
 		return pve_memory(p, v);
 	} else if (!strcmp(key, "cores")) {
@@ -420,6 +424,7 @@ static int pve_key(struct pve *p, const char *key, const char *v)
 	} else if (!strcmp(key, "smbios1")) {
 		return pve_smbios(p, v);
 	} else if (!strcmp(key, "localtime")) {
+		p->localtime_set = true;
 		return pve_bool(p, key, v, &g->localtime);
 	} else if (!strcmp(key, "tablet")) {
 		return pve_bool(p, key, v, &g->tablet);
@@ -460,9 +465,11 @@ static int pve_boot_order(struct pve *p)
 					g->disk[i].boot = place++;
 					found = true;
 				}
-			if (!found && !strncmp(tok, "net", 3))
-				imp_note(g, "boot: %s: network boot is not in khyve's boot order",
-				         tok);
+			/* Only a network boot before the disks changes how the guest boots. */
+			if (!found && !strncmp(tok, "net", 3) && place == 1)
+				imp_note(
+				    g, "boot: %s first: network boot is not in khyve's boot order",
+				    tok);
 		}
 		return 0;
 	}
@@ -475,8 +482,8 @@ static int pve_boot_order(struct pve *p)
 			    ((*c == 'c' && !strcmp(d->id, p->bootdisk)) || (*c == 'd' && d->cdrom)))
 				d->boot = place++;
 		}
-		if (*c == 'n')
-			imp_note(g, "boot: n: network boot is not in khyve's boot order");
+		if (*c == 'n' && place == 1 && g->nnic)
+			imp_note(g, "boot: n first: network boot is not in khyve's boot order");
 	}
 	return 0;
 }
@@ -573,6 +580,8 @@ int imp_read_pve(const char *text, size_t len, const char *file, const char *dir
 		return -1;
 	}
 	g->cpus = g->cores * g->sockets;
+	if (!p.localtime_set)
+		g->localtime = g->windows;
 	if (!g->memory_mib)
 		g->memory_mib = 512; /* qm.conf(5)'s default */
 	p.line = 0;

@@ -48,6 +48,12 @@ cmp "$scratch/content.raw" "$vm_dir/ubuntu-dir/disk0.img" || die "qcow2 not conv
 (cd "$imgs" && sha256sum -c --quiet "$scratch/imgs.sum") || die "a source image changed"
 ls -A "$vm_dir" | grep -q importing && die "a temporary folder was left"
 
+# A network boot before the disks is reported; after them it changes nothing.
+printf 'memory: 256\nboot: order=net0;virtio0\nnet0: virtio=52:54:00:00:00:09,bridge=vmbr0\nvirtio0: /x/vm-102-disk-1.raw\n' \
+	>"$scratch/pxe.conf"
+vm import -d "$imgs" "$scratch/pxe.conf" pxe >"$scratch/report"
+grep -q "^not mapped: boot: net0 first: network boot" "$scratch/report" || die "PXE first: $(cat "$scratch/report")"
+
 # A name of our own; then that name again, and a guest that exists.
 vm import -d "$imgs" "$samples/libvirt-debian.xml" other >/dev/null
 grep -q '^disk0_name="disk0.img"$' "$vm_dir/other/other.conf" || die "import FILE NAME"
