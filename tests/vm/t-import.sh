@@ -64,7 +64,7 @@ expect_fail vm import -d "$imgs" "$samples/pve-debian.conf"
 same_tree "existing guests"
 
 # Bad files and bad uses: one line each, nothing written.
-for f in bad-truncated.xml bad-binary.conf bad-nodomain.xml bad-values.conf bad-mac.conf \
+for f in bad-truncated.xml bad-binary.conf bad-nodomain.xml bad-entity.xml bad-values.conf bad-mac.conf \
 	bad-text.conf; do
 	expect_fail vm import -d "$imgs" "$samples/$f"
 	sed "s|$samples/||" "$scratch/err" >>"$scratch/bad.err"
