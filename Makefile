@@ -70,7 +70,8 @@ VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
 VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd libcurl libwebsockets openssl pam libxml-2.0 2>/dev/null || \
              echo -lcjson -lmd -lcurl -lwebsockets -lssl -lcrypto -lpam -lxml2)
 # vm import reads libvirt's domain XML with libxml2.
-CPPFLAGS += $(shell $(PKG_CONFIG) --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
+VM_CFLAGS := $(shell $(PKG_CONFIG) --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
+CPPFLAGS += $(VM_CFLAGS)
 VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/% $(BUILD)/obj/src/web/% $(BUILD)/obj/src/lib/apiclient.o,$(VM_OBJ))
 VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/% $(BUILD)/san/obj/src/web/% $(BUILD)/san/obj/src/lib/apiclient.o,$(VM_SAN_OBJ))
 
@@ -101,9 +102,9 @@ GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(WEB_STAMP)
 
 # What vm's code needs besides src/vm, for tests that link it themselves
-# (tests/lab/vm-grub's driver).
+# (tests/lab/vm-grub's driver): its compiler flags, sources and libraries.
 print-vm-sources:
-	@echo $(filter-out src/vm/%,$(VM_SRC)) $(VM_LIBS)
+	@echo $(VM_CFLAGS) $(filter-out src/vm/%,$(VM_SRC)) $(VM_LIBS)
 
 $(BUILD)/bin/vm: $(VM_OBJ) $(BUILD)/obj/src/cmd/vm.o
 	@mkdir -p $(@D)
