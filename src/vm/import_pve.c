@@ -392,6 +392,22 @@ static const char *pve_why(const char *key)
 	return NULL;
 }
 
+/* The keys pve_key() maps (besides those pve_why() explains). */
+static bool pve_key_known(const char *key)
+{
+	static const char *const keys[] = {"memory",    "cores",  "sockets",  "vcpus",
+	                                   "bios",      "boot",   "bootdisk", "smbios1",
+	                                   "localtime", "tablet", "vga",      NULL};
+	enum imp_bus bus;
+
+	for (const char *const *k = keys; *k; k++)
+		if (!strcmp(key, *k))
+			return true;
+	return pve_disk_key(key, &bus) ||
+	       (!strncmp(key, "net", 3) && isdigit((unsigned char)key[3])) ||
+	       !strncmp(key, "rng", 3);
+}
+
 static int pve_key(struct pve *p, const char *key, const char *v)
 {
 	struct imp_guest *g = p->g;
@@ -521,7 +537,8 @@ static int pve_line(struct pve *p, char *line)
 	v = line + klen + 2;
 	if (!*v || strlen(v) >= 4096)
 		return pve_fail(p, "%s: the value is %s", line, *v ? "too long" : "empty");
-	p->seen_key |= !pve_bookkeeping(line) || !strcmp(line, "name") || !strcmp(line, "ostype");
+	/* A file of names, bookkeeping and keys qm.conf lacks is no guest config. */
+	p->seen_key |= pve_key_known(line) || pve_why(line);
 	return pve_key(p, line, v);
 }
 
