@@ -54,6 +54,17 @@ printf 'memory: 256\nboot: order=net0;virtio0\nnet0: virtio=52:54:00:00:00:09,br
 vm import -d "$imgs" "$scratch/pxe.conf" pxe >"$scratch/report"
 grep -q "^not mapped: boot: net0 first: network boot" "$scratch/report" || die "PXE first: $(cat "$scratch/report")"
 
+# A block device (an LVM volume, a zvol) is referenced where it is.
+blk=$(find /dev -maxdepth 1 -type b -readable 2>/dev/null | head -n 1)
+if [ -n "$blk" ]; then
+	printf 'memory: 256\nvirtio0: %s\n' "$blk" >"$scratch/blk.conf"
+	vm import "$scratch/blk.conf" blk >/dev/null
+	grep -q "^disk0_name=\"$blk\"\$" "$vm_dir/blk/blk.conf" &&
+		grep -q '^disk0_dev="custom"$' "$vm_dir/blk/blk.conf" || die "block device: $(cat "$vm_dir/blk/blk.conf")"
+	printf 'memory: 256\nvirtio0: %s,format=qcow2\n' "$blk" >"$scratch/blk.conf"
+	expect_fail vm import "$scratch/blk.conf" blk2
+fi
+
 # A name of our own; then that name again, and a guest that exists.
 vm import -d "$imgs" "$samples/libvirt-debian.xml" other >/dev/null
 grep -q '^disk0_name="disk0.img"$' "$vm_dir/other/other.conf" || die "import FILE NAME"
