@@ -48,6 +48,11 @@ cmp "$scratch/content.raw" "$vm_dir/ubuntu-dir/disk0.img" || die "qcow2 not conv
 (cd "$imgs" && sha256sum -c --quiet "$scratch/imgs.sum") || die "a source image changed"
 ls -A "$vm_dir" | grep -q importing && die "a temporary folder was left"
 
+# On a terminal, qemu-img's progress bar.
+on_tty "$VM import -d $imgs $samples/pve-qcow2.conf tty" </dev/null >"$scratch/tty.out"
+grep -q 'virtio0: converting .*vm-102-disk-0.qcow2 (qcow2) to disk0.img' "$scratch/tty.out" &&
+	grep -q '100.00/100%' "$scratch/tty.out" || die "no progress on a terminal: $(cat "$scratch/tty.out")"
+
 # A network boot before the disks is reported; after them it changes nothing.
 printf 'memory: 256\nboot: order=net0;virtio0\nnet0: virtio=52:54:00:00:00:09,bridge=vmbr0\nvirtio0: /x/vm-102-disk-1.raw\n' \
 	>"$scratch/pxe.conf"
