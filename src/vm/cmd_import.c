@@ -261,37 +261,37 @@ static int build_folder(const struct imp_guest *g, const struct rcconf *rc, cons
 	return 0;
 }
 
-/* Build in `tmp`, then rename to `final`; on any failure nothing stays. */
-static int write_guest(const struct imp_guest *g, const struct rcconf *rc, const char *name,
+/* Build in a hidden folder beside `final`, then rename it there; on any failure nothing stays. */
+static int write_guest(const struct imp_guest *g, const struct rcconf *settings, const char *name,
                        const char *final)
 {
-	char tmp[PATH_MAX];
+	const char *slash = strrchr(final, '/');
 	struct sigaction ign = {.sa_handler = SIG_IGN}, old[3];
 	const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-	int rc_ = 1;
-
-	const char *slash = strrchr(final, '/');
+	char tmp[PATH_MAX];
+	int status = 1;
 
 	/* Hidden, as vm create's: no listing takes it for a guest. */
 	if (snprintf(tmp, sizeof(tmp), "%.*s/.%s.importing.%ld", (int)(slash - final), final,
 	             slash + 1, (long)getpid()) >= PATH_MAX)
 		return vm_error("path too long");
-	/* qemu-img gets the signals (vm_tool_run resets them there); we stay to clean up. */
+	/* Ctrl-C stops qemu-img (vm_tool_run resets the signals there); we stay to clean up. */
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &ign, &old[i]);
 	if (mkdir(tmp, 0755) < 0) {
 		vm_error("%s: %s", tmp, strerror(errno));
-	} else if (build_folder(g, rc, tmp, name) == 0) {
-		int r = file_rename_durable(tmp, final, false);
-		if (r == -1)
+	} else if (build_folder(g, settings, tmp, name) == 0) {
+		/* -2: renamed, only the folder's fsync failed: the guest is there. */
+		if (file_rename_durable(tmp, final, false) == -1)
 			vm_error("%s: %s", final, strerror(errno));
-		rc_ = r == -1 ? 1 : 0;
+		else
+			status = 0;
 	}
-	if (rc_ && vm_exists(tmp))
+	if (status && vm_exists(tmp))
 		vm_rmtree(tmp);
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &old[i], NULL);
-	return rc_;
+	return status;
 }
 
 static void report(const struct imp_guest *g, const char *name, const char *final)
