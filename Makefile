@@ -488,7 +488,7 @@ ha-tests: $(BUILD)/bin/vm $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/gues
 	@tests/ha/agent $(BUILD)
 	@timeout -k 20 400 tests/ha/cluster $(BUILD)
 
-lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(VNCSHOT_BIN)
+lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/bin/vm $(VNCSHOT_BIN)
 	@tests/lab/graphics
 	@tests/lab/demo
 	@tests/lab/linux-boot
