@@ -8,6 +8,7 @@
  * (diskN_dev="custom"), never copied nor changed by the import.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -22,6 +23,9 @@
 #include "vm/util.h"
 
 #define IMPORT_USAGE "usage: vm import [-d dir] file [name]"
+/* OVMF_VARS_4M.fd: the variable store of khyve's OVMF_CODE_4M.fd, a firmware volume. */
+#define VARS_SIZE 540672
+#define VARS_FILE "uefi-vars.fd" /* VM_UEFI_VARS (vm/paths.h) */
 
 /* The file as text (NUL-terminated, malloc'd), or NULL after a message. */
 static char *read_import_file(const char *path, size_t *len)
@@ -104,6 +108,30 @@ static int check_disks(struct imp_guest *g)
 	}
 	g->ndisk = kept;
 	return 0;
+}
+
+/* The UEFI variables are carried over only into a uefi guest of a 4 MiB OVMF, when they are there.
+ */
+static void check_vars(const struct vm_sys *sys, struct imp_guest *g)
+{
+	const char *fw = sys->conf ? rcconf_get(sys->conf, "uefi_firmware") : NULL;
+	struct stat st;
+
+	if (!g->vars_path[0])
+		return;
+	if (!g->uefi)
+		g->vars_path[0] = '\0';
+	else if (fw && *fw && !strstr(fw, "_4M"))
+		imp_note(g, "%s: uefi_firmware=%s is not a 4 MiB OVMF: a fresh store is made",
+		         g->vars_id, fw);
+	else if (stat(g->vars_path, &st) < 0)
+		imp_note(g, "%s: %s: %s (a fresh store is made)", g->vars_id, g->vars_path,
+		         strerror(errno));
+	else if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+		imp_note(g, "%s: %s: not a file (a fresh store is made)", g->vars_id, g->vars_path);
+	else
+		return;
+	g->vars_path[0] = '\0';
 }
 
 static int check_target(const struct vm_sys *sys, const char *name, char final[PATH_MAX])
@@ -245,7 +273,79 @@ static int convert_disk(const struct imp_disk *d, const char *dir, unsigned n)
 	return chmod(out, 0600) == 0 ? 0 : vm_error("%s: %s", out, strerror(errno));
 }
 
-static int build_folder(const struct imp_guest *g, const struct rcconf *rc, const char *tmp,
+/* The first VARS_SIZE bytes of `src`, when they are OVMF's variable store; false if not. */
+static bool read_vars(const char *src, uint8_t *buf)
+{
+	int fd = open(src, O_RDONLY | O_CLOEXEC);
+	size_t got = 0;
+	uint64_t fv_len;
+
+	if (fd < 0)
+		return false;
+	while (got < VARS_SIZE) {
+		ssize_t n = pread(fd, buf + got, VARS_SIZE - got, (off_t)got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	/* EFI_FIRMWARE_VOLUME_HEADER (PI spec vol. 3, 3.2.1): FvLength at 32, "_FVH" at 40. */
+	memcpy(&fv_len, buf + 32, sizeof(fv_len));
+	return got == VARS_SIZE && !memcmp(buf + 40, "_FVH", 4) && fv_len == VARS_SIZE;
+}
+
+static int write_vars(const char *dir, const uint8_t *buf)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (vm_path(path, dir, VARS_FILE))
+		return vm_error("path too long");
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, buf, VARS_SIZE) != VARS_SIZE || fsync(fd) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return vm_error("%s: %s", path, strerror(e));
+	}
+	return close(fd) == 0 ? 0 : vm_error("%s: %s", path, strerror(errno));
+}
+
+/* efidisk0 or <nvram> into DIR/uefi-vars.fd (a qcow2 one through qemu-img first). */
+static int carry_vars(struct imp_guest *g, const char *dir)
+{
+	char raw[PATH_MAX], err[PATH_MAX + 600];
+	const char *src = g->vars_path;
+	uint8_t *buf;
+	int rc = 0;
+
+	if (!g->vars_path[0])
+		return 0;
+	if (vm_path(raw, dir, ".vars.raw"))
+		return vm_error("path too long");
+	if (!strcmp(g->vars_format, "qcow2")) {
+		const char *argv[] = {"qemu-img", "convert", "-q", "-f", "qcow2",
+		                      "-O",       "raw",     src,  raw,  NULL};
+		if (vm_tool_run(&(struct vm_tool){.argv = argv, .what = g->vars_id}, err,
+		                sizeof(err)) < 0)
+			return vm_error("%s", err);
+		src = raw;
+	}
+	if (!(buf = malloc(VARS_SIZE)))
+		return vm_error("out of memory");
+	if (read_vars(src, buf)) {
+		rc = write_vars(dir, buf);
+		g->vars_carried = rc == 0;
+	} else {
+		imp_note(g, "%s: %s: not OVMF's 4 MiB variable store (a fresh store is made)",
+		         g->vars_id, g->vars_path);
+	}
+	free(buf);
+	unlink(raw);
+	return rc;
+}
+
+static int build_folder(struct imp_guest *g, const struct rcconf *rc, const char *tmp,
                         const char *name)
 {
 	char path[PATH_MAX], file[VM_NAME_MAX + 8], err[PATH_MAX + 128];
@@ -253,6 +353,8 @@ static int build_folder(const struct imp_guest *g, const struct rcconf *rc, cons
 	for (unsigned n = 0; n < g->ndisk; n++)
 		if (disk_converted(&g->disk[n]) && convert_disk(&g->disk[n], tmp, n))
 			return 1;
+	if (carry_vars(g, tmp))
+		return 1;
 	snprintf(file, sizeof(file), "%s.conf", name);
 	if (vm_path(path, tmp, file))
 		return vm_error("path too long");
@@ -262,7 +364,7 @@ static int build_folder(const struct imp_guest *g, const struct rcconf *rc, cons
 }
 
 /* Build in a hidden folder beside `final`, then rename it there; on any failure nothing stays. */
-static int write_guest(const struct imp_guest *g, const struct rcconf *settings, const char *name,
+static int write_guest(struct imp_guest *g, const struct rcconf *settings, const char *name,
                        const char *final)
 {
 	const char *slash = strrchr(final, '/');
@@ -297,6 +399,8 @@ static int write_guest(const struct imp_guest *g, const struct rcconf *settings,
 static void report(const struct imp_guest *g, const char *name, const char *final)
 {
 	printf("imported %s guest %s into %s\n", g->kind, name, final);
+	if (g->vars_carried)
+		printf("UEFI variables: %s (%s) as %s\n", g->vars_id, g->vars_path, VARS_FILE);
 	for (size_t i = 0; i < g->nnote; i++)
 		printf("not mapped: %s\n", g->note[i]);
 	if (g->nnote == IMP_MAX_NOTES)
@@ -346,6 +450,7 @@ int cmd_import(struct vm_sys *sys, int argc, char **argv)
 		                "NAME)",
 		                argv[optind], argv[optind]);
 	}
+	check_vars(sys, g);
 	if (check_target(sys, name, final)) {
 		free(g);
 		return 1;

@@ -57,6 +57,12 @@ struct imp_guest {
 	size_t ndisk;
 	struct imp_nic nic[IMP_MAX_NICS];
 	size_t nnic;
+	/* The UEFI variables (Proxmox's efidisk0 of efitype 4m, libvirt's
+	 * <nvram>): "" when none; an OVMF_VARS_4M-sized store is carried over. */
+	char vars_id[24];
+	char vars_path[PATH_MAX];
+	char vars_format[8];
+	bool vars_carried; /* set by cmd_import.c once uefi-vars.fd is written */
 	char note[IMP_MAX_NOTES][IMP_NOTE_LEN]; /* what was not mapped, one line each */
 	size_t nnote;
 };

@@ -137,6 +137,26 @@ static int lv_topology(struct lv *l, const xmlNode *cpu)
 	return 0;
 }
 
+/* <nvram>PATH</nvram>: OVMF's variables, carried over when they fit (cmd_import.c). */
+static int lv_nvram(struct lv *l, const xmlNode *n)
+{
+	struct imp_guest *g = l->g;
+	char path[PATH_MAX];
+
+	if (!text(n, path, sizeof(path)) || !path[0])
+		return 0; /* libvirt makes one from its template: so will vm */
+	if (path[0] != '/')
+		return lv_fail(l, n, "<nvram>%s</nvram>: not an absolute path", path);
+	if (imp_locate(l->dir, path, g->vars_path) < 0)
+		return lv_fail(l, n, "<nvram>: path too long");
+	imp_copy(g->vars_id, sizeof(g->vars_id), "nvram");
+	if (!attr(n, "format", g->vars_format, sizeof(g->vars_format)))
+		imp_copy(g->vars_format, sizeof(g->vars_format), "raw");
+	if (strcmp(g->vars_format, "raw") && strcmp(g->vars_format, "qcow2"))
+		return lv_fail(l, n, "<nvram format='%s'>: want raw or qcow2", g->vars_format);
+	return 0;
+}
+
 static int lv_os(struct lv *l, const xmlNode *os)
 {
 	char v[PATH_MAX], arch[32], machine[64];
@@ -161,9 +181,8 @@ static int lv_os(struct lv *l, const xmlNode *os)
 	else if (loader && v[0])
 		return lv_fail(l, loader,
 		               "<loader>%s</loader>: not OVMF (khyve has SeaBIOS and OVMF)", v);
-	if (child(os, "nvram"))
-		imp_note(l->g, "nvram: the UEFI variables are not carried over (a fresh store is "
-		               "made)");
+	if (child(os, "nvram") && lv_nvram(l, child(os, "nvram")) < 0)
+		return -1;
 	if (child(os, "kernel"))
 		imp_note(l->g, "os/kernel: direct kernel boot not mapped (the guest boots its "
 		               "disk)");

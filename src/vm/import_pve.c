@@ -243,6 +243,31 @@ static bool pve_disk_key(const char *key, enum imp_bus *bus)
 	return false;
 }
 
+/* efidisk0: OVMF's variables; only efitype=4m matches khyve's OVMF_CODE_4M. */
+static int pve_efidisk(struct pve *p, const char *key, const char *value)
+{
+	char vol[PATH_MAX], type[16] = "2m"; /* qm.conf(5)'s default */
+	size_t vl = strcspn(value, ",");
+	const char *opts = value[vl] ? value + vl + 1 : "";
+	struct imp_guest *g = p->g;
+
+	snprintf(vol, sizeof(vol), "%.*s", (int)vl, value);
+	pve_opt(opts, "efitype", type, sizeof(type));
+	if (strcmp(type, "4m")) {
+		imp_note(g, "%s: efitype %s does not fit khyve's 4 MiB OVMF: a fresh store is made",
+		         key, type);
+		return 0;
+	}
+	if (pve_volume_path(p, key, vol, g->vars_path) < 0)
+		return -1;
+	imp_copy(g->vars_id, sizeof(g->vars_id), key);
+	if (!pve_opt(opts, "format", g->vars_format, sizeof(g->vars_format)))
+		imp_copy(g->vars_format, sizeof(g->vars_format), pve_format_of(vol));
+	if (strcmp(g->vars_format, "raw") && strcmp(g->vars_format, "qcow2"))
+		return pve_fail(p, "%s: format=%s: want raw or qcow2", key, g->vars_format);
+	return 0;
+}
+
 /* ---- network ---- */
 
 static int pve_net(struct pve *p, const char *key, const char *value)
@@ -370,7 +395,6 @@ static const char *pve_why(const char *key)
 	    {"hostpci", "PCI passthrough is not supported"},
 	    {"usb", "USB passthrough is not supported"},
 	    {"tpmstate", "khyve has no TPM (Windows 11 Setup checks for one)"},
-	    {"efidisk", "the UEFI variables are not carried over (a fresh store is made)"},
 	    {"scsihw", "SCSI disks become virtio-blk (ahci-hd for Windows)"},
 	    {"machine", "khyve's board is its own (i440FX-like): the guest sees new hardware"},
 	    {"serial", "vm's com1 is the serial console"},
@@ -448,8 +472,10 @@ static int pve_key(struct pve *p, const char *key, const char *v)
 		return pve_vga(p, v);
 	} else if (!strncmp(key, "rng", 3)) {
 		g->rng = true;
-	} else if (!strncmp(key, "efidisk", 7) || !strncmp(key, "tpmstate", 8) ||
-	           !strcmp(key, "scsihw") || !strcmp(key, "machine")) {
+	} else if (!strcmp(key, "efidisk0")) {
+		return pve_efidisk(p, key, v);
+	} else if (!strncmp(key, "tpmstate", 8) || !strcmp(key, "scsihw") ||
+	           !strcmp(key, "machine")) {
 		imp_note(g, "%s: %s", key, pve_why(key));
 	} else if (pve_disk_key(key, &bus)) {
 		return pve_disk(p, key, bus, v);

@@ -133,6 +133,18 @@ static void test_pve_values(void **state)
 	assert_true(g->windows);
 	assert_false(g->localtime); /* localtime: 0 wins over Windows' default */
 	free(g);
+	/* efidisk0: efitype 4m is carried over (cmd_import.c), the old 2m default is not. */
+	g = read_pve("bios: ovmf\nefidisk0: local-lvm:vm-1-disk-0,efitype=4m\n", NULL, err,
+	             sizeof(err));
+	assert_non_null(g);
+	assert_string_equal(g->vars_path, "/dev/pve/vm-1-disk-0");
+	assert_string_equal(g->vars_format, "raw");
+	free(g);
+	g = read_pve("bios: ovmf\nefidisk0: local-lvm:vm-1-disk-0\n", NULL, err, sizeof(err));
+	assert_non_null(g);
+	assert_string_equal(g->vars_path, "");
+	assert_true(has_note(g, "efitype 2m"));
+	free(g);
 }
 
 static const char xml_head[] = "<domain type='kvm'><name>x</name>";

@@ -12,6 +12,14 @@ for f in vm-100-disk-0 vm-101-disk-1 vm-102-disk-1.raw fedora-uefi.img debian-da
 	truncate -s 1M "$imgs/$f"
 done
 touch "$imgs/Win11_23H2_English_x64.iso"
+# win11's efidisk0 (efitype=4m): an OVMF_VARS_4M-sized firmware volume
+# (FvLength 0x84000, "_FVH") on a 4 MiB LVM volume; fedora-uefi's nvram is
+# of the 2 MiB OVMF (128 KiB), which khyve's 4 MiB OVMF cannot take.
+head -c 540672 /dev/urandom >"$scratch/vars.fd"
+printf '\000\100\010\000\000\000\000\000_FVH' | dd of="$scratch/vars.fd" bs=1 seek=32 conv=notrunc status=none
+cp "$scratch/vars.fd" "$imgs/vm-101-disk-0"
+truncate -s 4M "$imgs/vm-101-disk-0"
+head -c 131072 /dev/urandom >"$imgs/fedora-uefi_VARS.fd"
 head -c 3M /dev/urandom >"$scratch/content.raw"
 qemu-img convert -q -f raw -O qcow2 "$scratch/content.raw" "$imgs/vm-102-disk-0.qcow2"
 cp "$imgs/vm-102-disk-0.qcow2" "$imgs/debian12.qcow2"
@@ -42,11 +50,24 @@ import pve-win11.conf win11
 import pve-qcow2.conf ubuntu-dir
 import libvirt-debian.xml debian-libvirt
 import libvirt-ovmf.xml fedora-uefi
+cmp "$scratch/vars.fd" "$vm_dir/win11/uefi-vars.fd" || die "efidisk0 not carried over"
+[ "$(stat -c %a "$vm_dir/win11/uefi-vars.fd")" = 600 ] || die "uefi-vars.fd readable by others"
+[ -e "$vm_dir/fedora-uefi/uefi-vars.fd" ] && die "a 2 MiB OVMF's nvram was carried over"
 # qcow2: converted to raw in the guest's folder (owner only); the source is untouched.
 cmp "$scratch/content.raw" "$vm_dir/ubuntu-dir/disk0.img" || die "qcow2 not converted to raw"
 [ "$(stat -c %a "$vm_dir/ubuntu-dir/disk0.img")" = 600 ] || die "converted disk readable by others"
 (cd "$imgs" && sha256sum -c --quiet "$scratch/imgs.sum") || die "a source image changed"
 ls -A "$vm_dir" | grep -q importing && die "a temporary folder was left"
+
+# An efidisk0 in qcow2 (directory storage): through qemu-img into uefi-vars.fd.
+mkdir "$scratch/efi"
+qemu-img convert -q -f raw -O qcow2 "$scratch/vars.fd" "$scratch/efi/vm-105-disk-1.qcow2"
+truncate -s 1M "$scratch/efi/vm-105-disk-0.raw"
+printf 'bios: ovmf\nmemory: 512\nefidisk0: local:105/vm-105-disk-1.qcow2,efitype=4m\nvirtio0: local:105/vm-105-disk-0.raw\n' \
+	>"$scratch/efi.conf"
+vm import -d "$scratch/efi" "$scratch/efi.conf" efi >/dev/null
+cmp "$scratch/vars.fd" "$vm_dir/efi/uefi-vars.fd" || die "qcow2 efidisk0 not carried over"
+[ -e "$vm_dir/efi/.vars.raw" ] && die "the converted efidisk was left"
 
 # On a terminal, qemu-img's progress bar.
 on_tty "$VM import -d $imgs $samples/pve-qcow2.conf tty" </dev/null >"$scratch/tty.out"
