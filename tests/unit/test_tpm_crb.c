@@ -17,7 +17,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <sys/un.h>
+
 #include "boot/acpi.h"
+#include "core/iobus.h"
+#include "core/machine.h"
+#include "core/snapshot.h"
 #include "dev/lpc.h"
 #include "dev/tpm_crb.h"
 #include "lib/config.h"
@@ -354,6 +359,47 @@ static void test_acpi_table(void **state)
 	free(buf);
 }
 
+/* The registered device, through lpc_init_devices() as khyve starts it:
+ * connects to the socket, claims 0xFED40000, names the TPM2 table's
+ * control area, and makes checkpoints refuse; a socket that is not there
+ * is one line. */
+static void test_init(void **state)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	static struct machine m0, m, m2;
+	char *dir = unit_mkdtemp(), err[512];
+	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	uint64_t v = 0;
+
+	(void)state;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", dir);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	config_reset();
+	assert_int_equal(config_set("lpc.tpm.type", "swtpm"), 0);
+	assert_int_equal(config_set("lpc.tpm.path", "/nonexistent/swtpm.sock"), 0);
+	assert_int_equal(machine_init_detached(&m0, "unit", NULL, 0, 0), 0);
+	assert_int_equal(lpc_init_devices(&m0, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "cannot connect to swtpm at /nonexistent/swtpm.sock"));
+	assert_null(strchr(err, '\n'));
+	assert_int_equal(config_set("lpc.tpm.path", sa.sun_path), 0);
+	assert_int_equal(machine_init_detached(&m, "unit", NULL, 0, 0), 0);
+	assert_int_equal(lpc_init_devices(&m, err, sizeof(err)), 0);
+	assert_true(iobus_access(&m.mmio, TPM_CRB_GPA + CRB_INTF_ID, 4, false, &v));
+	assert_int_equal(v & 0xf, 1);
+	assert_int_equal(tpm_crb_control_area(), TPM_CRB_GPA + TPM_CRB_CTRL_OFF);
+	assert_int_equal(machine_state_saveable(&m, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "lpc.tpm cannot be saved yet"));
+	config_set("lpc.tpm.type", "tpm-emulator");
+	assert_int_equal(machine_init_detached(&m2, "unit", NULL, 0, 0), 0);
+	assert_int_equal(lpc_init_devices(&m2, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "unknown TPM type 'tpm-emulator'"));
+	config_reset();
+	close(lfd);
+	unit_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +414,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_worker, setup_worker, teardown),
 	    cmocka_unit_test(test_parse),
 	    cmocka_unit_test(test_acpi_table),
+	    cmocka_unit_test(test_init),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
