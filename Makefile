@@ -372,7 +372,8 @@ check-deps:
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
 		libattr1-dev libfdt-dev groff-base man-db mandoc \
 		tesseract-ocr debian-installer-12-netboot-amd64 libcurl4-openssl-dev \
-		libwebsockets-dev libssl-dev libpam0g-dev libxml2-dev chromium novnc prometheus openssl nodejs
+		libwebsockets-dev libssl-dev libpam0g-dev libxml2-dev chromium novnc prometheus openssl nodejs \
+		swtpm swtpm-tools tpm2-tools
 	@# vm web's xterm.js comes from npm (nodesource's nodejs ships it).
 	@command -v npm >/dev/null 2>&1 || scripts/need-packages npm
 
