@@ -358,6 +358,26 @@ static bool lv_device_implied(const xmlNode *n)
 	return false;
 }
 
+/* An emulated TPM 2.0 becomes vm's swtpm (new state); a host TPM stays. */
+static int lv_tpm(struct lv *l, const xmlNode *n)
+{
+	const xmlNode *backend = child(n, "backend");
+	char type[16], version[8];
+
+	attr(backend, "type", type, sizeof(type));
+	if (!attr(backend, "version", version, sizeof(version)))
+		snprintf(version, sizeof(version), "2.0"); /* libvirt's default */
+	if (strcmp(type, "emulator") || strcmp(version, "2.0")) {
+		imp_note(l->g, "<tpm> backend %s version %s: only an emulated TPM 2.0 maps",
+		         type[0] ? type : "(none)", version);
+		return 0;
+	}
+	l->g->tpm = true;
+	imp_note(l->g, "<tpm>: the guest gets a new TPM (tpm=\"yes\"): what libvirt's swtpm "
+	               "sealed (BitLocker) needs its recovery key");
+	return 0;
+}
+
 static int lv_device(struct lv *l, const xmlNode *n)
 {
 	char type[16];
@@ -380,6 +400,8 @@ static int lv_device(struct lv *l, const xmlNode *n)
 		l->g->rng = true;
 		return 0;
 	}
+	if (is(n, "tpm"))
+		return lv_tpm(l, n);
 	if (!lv_device_implied(n))
 		imp_note(l->g, "<%s>: not mapped", (const char *)n->name);
 	return 0;

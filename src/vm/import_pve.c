@@ -394,7 +394,6 @@ static const char *pve_why(const char *key)
 	} why[] = {
 	    {"hostpci", "PCI passthrough is not supported"},
 	    {"usb", "USB passthrough is not supported"},
-	    {"tpmstate", "khyve has no TPM (Windows 11 Setup checks for one)"},
 	    {"scsihw", "SCSI disks become virtio-blk (ahci-hd for Windows)"},
 	    {"machine", "khyve's board is its own (i440FX-like): the guest sees new hardware"},
 	    {"serial", "vm's com1 is the serial console"},
@@ -474,8 +473,13 @@ static int pve_key(struct pve *p, const char *key, const char *v)
 		g->rng = true;
 	} else if (!strcmp(key, "efidisk0")) {
 		return pve_efidisk(p, key, v);
-	} else if (!strncmp(key, "tpmstate", 8) || !strcmp(key, "scsihw") ||
-	           !strcmp(key, "machine")) {
+	} else if (!strncmp(key, "tpmstate", 8)) {
+		g->tpm = true;
+		imp_note(g,
+		         "%s: the guest gets a new TPM (tpm=\"yes\"): what Proxmox's TPM "
+		         "sealed (BitLocker) needs its recovery key",
+		         key);
+	} else if (!strcmp(key, "scsihw") || !strcmp(key, "machine")) {
 		imp_note(g, "%s: %s", key, pve_why(key));
 	} else if (pve_disk_key(key, &bus)) {
 		return pve_disk(p, key, bus, v);
