@@ -241,7 +241,8 @@ $(BUILD)/bench/guests/snaptouch-%.elf: bench/guests/snaptouch.S bench/guests/pvh
 BENCH_VARIANTS := exit pio-100000 pio-400000 mmio-100000 mmio-400000 alu-100000 \
                   alu-400000 halt
 BENCH_GUESTS := $(BENCH_VARIANTS:%=$(BUILD)/bench/guests/pvh-%.elf) \
-                $(BENCH_VARIANTS:%=$(BUILD)/bench/guests/boot-%.img)
+                $(BENCH_VARIANTS:%=$(BUILD)/bench/guests/boot-%.img) \
+                $(BUILD)/bench/guests/pvh32-exit.elf
 variant_mode = $(shell echo $(word 1,$(subst -, ,$(1))) | tr a-z A-Z)
 variant_n = $(or $(word 2,$(subst -, ,$(1))),0)
 
@@ -250,6 +251,15 @@ $(BUILD)/bench/guests/pvh-%.elf: bench/guests/tiny.S bench/guests/pvhnote.inc be
 	$(call say,GUEST,$@)$(CC) -c -nostdlib -DMODE_$(call variant_mode,$*) \
 		-DN=$(call variant_n,$*) -o $(@:.elf=.o) $<
 	$(Q)ld -m elf_x86_64 --no-warn-rwx-segments -T bench/guests/pvh.ld -o $@ $(@:.elf=.o)
+
+# The same guest as an ELFCLASS32 (EM_386) PVH kernel, as `as --32` and
+# `ld -m elf_i386` write it (tests/guests/run boots it).
+$(BUILD)/bench/guests/pvh32-%.elf: bench/guests/tiny.S bench/guests/pvhnote.inc bench/guests/pvh.ld
+	@mkdir -p $(@D)
+	$(call say,GUEST,$@)$(CC) -m32 -c -nostdlib -DMODE_$(call variant_mode,$*) \
+		-DN=$(call variant_n,$*) -o $(@:.elf=.o) $<
+	$(Q)ld -m elf_i386 --oformat elf32-i386 --no-warn-rwx-segments -T bench/guests/pvh.ld \
+		-o $@ $(@:.elf=.o)
 
 $(BUILD)/bench/guests/boot-%.img: bench/guests/tiny.S bench/guests/boot.ld
 	@mkdir -p $(@D)

@@ -300,6 +300,15 @@ static void dsdt_prt(struct aml *a)
 	aml_close(a, prt);
 }
 
+/* The last bus MCFG and PCI0 describe: the last one in use, never past
+ * the ECAM window (1 MiB per bus). */
+static uint8_t last_bus(const struct acpi_config *cfg)
+{
+	uint64_t window = (cfg->ecam_size >> 20) - 1;
+
+	return cfg->pci_last_bus < window ? cfg->pci_last_bus : (uint8_t)window;
+}
+
 static void dsdt_pci0(struct aml *a, const struct acpi_config *cfg)
 {
 	size_t dev = aml_device(a, "PCI0"), res;
@@ -318,7 +327,7 @@ static void dsdt_pci0(struct aml *a, const struct acpi_config *cfg)
 	aml_integer(a, 0);
 	aml_name_decl(a, "_CRS");
 	res = aml_resource_template(a);
-	aml_res_word_bus(a, 0, (uint16_t)((cfg->ecam_size >> 20) - 1));
+	aml_res_word_bus(a, 0, last_bus(cfg));
 	aml_res_io(a, 0xcf8, 8);
 	aml_res_word_io(a, 0x0000, 0x0cf7);
 	aml_res_word_io(a, 0x0d00, (uint16_t)(cfg->io_end - 1));
@@ -372,16 +381,17 @@ static size_t build_dsdt(struct tbuf *t, const struct acpi_config *cfg)
 	return off;
 }
 
-/* MCFG (PCI Firmware 3.2 section 4.1.2): one ECAM range for segment 0. */
+/* MCFG (PCI Firmware 3.2 section 4.1.2): one ECAM range for segment 0,
+ * buses 0 to last_bus(). */
 static size_t build_mcfg(struct tbuf *t, const struct acpi_config *cfg)
 {
 	const uint32_t len = 36 + 8 + 16;
 	size_t off = alloc(t, len, 16);
 
 	put(t, off + 44, cfg->ecam_base, 8);
-	put(t, off + 52, 0, 2);                          /* segment */
-	put(t, off + 54, 0, 1);                          /* first bus */
-	put(t, off + 55, (cfg->ecam_size >> 20) - 1, 1); /* last bus */
+	put(t, off + 52, 0, 2);             /* segment */
+	put(t, off + 54, 0, 1);             /* first bus */
+	put(t, off + 55, last_bus(cfg), 1); /* last bus */
 	header(t, off, "MCFG", len, 1);
 	finish(t, off, len);
 	return off;

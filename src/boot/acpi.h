@@ -26,7 +26,13 @@ struct acpi_config {
 	void (*lpc_dsdt)(struct aml *a, void *arg);
 	void *lpc_dsdt_arg;
 	/* The PCI root bridge \_SB.PCI0 and the MCFG table. */
-	uint64_t ecam_base, ecam_size;    /* guest-physical; size 0: no PCI */
+	uint64_t ecam_base, ecam_size; /* guest-physical; size 0: no PCI */
+	/* The highest bus number in use (0 when all functions are on bus 0):
+	 * MCFG and PCI0's bus range end there, not at the end of the ECAM
+	 * window.  Linux takes MCFG's last bus as the last bus worth probing
+	 * for peer host bridges (arch/x86/pci/mmconfig-shared.c and legacy.c:
+	 * 32 config reads per bus, 8192 exits for buses 0-255). */
+	uint8_t pci_last_bus;
 	uint32_t mmio32_base, mmio32_end; /* [base, end) */
 	uint64_t mmio64_base, mmio64_size;
 	uint16_t io_base, io_end; /* [base, end) */

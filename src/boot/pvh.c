@@ -45,20 +45,72 @@ struct hvm_memmap_table_entry {
 	uint32_t reserved;
 };
 
-/* Copy program header `i` into `out`, bounds-checked against the file.
- * Copied, not pointed at: e_phoff need not be aligned (found by
- * tests/fuzz/fuzz_kernel under UBSan). */
-static bool phdr(const uint8_t *img, size_t len, const Elf64_Ehdr *eh, unsigned i, Elf64_Phdr *out)
-{
-	uint64_t off = eh->e_phoff + (uint64_t)i * eh->e_phentsize;
+/* The parts of an ELF header (either class) the loader uses. */
+struct elf_hdr {
+	unsigned char cls; /* ELFCLASS32 or ELFCLASS64 */
+	uint16_t machine;
+	uint64_t phoff;
+	uint16_t phentsize, phnum;
+};
 
-	if (eh->e_phentsize < sizeof(Elf64_Phdr) || off > len || len - off < sizeof(Elf64_Phdr))
+/* The parts of a program header (either class) the loader uses. */
+struct elf_seg {
+	uint32_t type;
+	uint64_t offset, paddr, filesz, memsz;
+};
+
+/* Copy the ELF header of either class into `eh`; false when `img` is not
+ * ELF (or too short for its class's header). */
+static bool elf_header(const uint8_t *img, size_t len, struct elf_hdr *eh)
+{
+	Elf64_Ehdr e64;
+	Elf32_Ehdr e32;
+
+	if (len < EI_NIDENT || memcmp(img, ELFMAG, SELFMAG) != 0)
 		return false;
-	memcpy(out, img + off, sizeof(*out));
+	if (img[EI_CLASS] == ELFCLASS32) {
+		if (len < sizeof(e32))
+			return false;
+		memcpy(&e32, img, sizeof(e32));
+		*eh = (struct elf_hdr){ELFCLASS32, e32.e_machine, e32.e_phoff, e32.e_phentsize,
+		                       e32.e_phnum};
+		return true;
+	}
+	if (len < sizeof(e64))
+		return false;
+	memcpy(&e64, img, sizeof(e64));
+	*eh = (struct elf_hdr){img[EI_CLASS], e64.e_machine, e64.e_phoff, e64.e_phentsize,
+	                       e64.e_phnum};
 	return true;
 }
 
-/* Look for Xen's PHYS32_ENTRY note in one PT_NOTE segment. */
+/* Copy program header `i` into `out`, bounds-checked against the file.
+ * Copied, not pointed at: e_phoff need not be aligned (found by
+ * tests/fuzz/fuzz_kernel under UBSan). */
+static bool phdr(const uint8_t *img, size_t len, const struct elf_hdr *eh, unsigned i,
+                 struct elf_seg *out)
+{
+	size_t need = eh->cls == ELFCLASS32 ? sizeof(Elf32_Phdr) : sizeof(Elf64_Phdr);
+	uint64_t off = eh->phoff + (uint64_t)i * eh->phentsize;
+
+	if (eh->phentsize < need || off > len || len - off < need)
+		return false;
+	if (eh->cls == ELFCLASS32) {
+		Elf32_Phdr p;
+
+		memcpy(&p, img + off, sizeof(p));
+		*out = (struct elf_seg){p.p_type, p.p_offset, p.p_paddr, p.p_filesz, p.p_memsz};
+	} else {
+		Elf64_Phdr p;
+
+		memcpy(&p, img + off, sizeof(p));
+		*out = (struct elf_seg){p.p_type, p.p_offset, p.p_paddr, p.p_filesz, p.p_memsz};
+	}
+	return true;
+}
+
+/* Look for Xen's PHYS32_ENTRY note in one PT_NOTE segment (Elf32_Nhdr and
+ * Elf64_Nhdr have the same layout: three 32-bit words). */
 static int find_entry_note(const uint8_t *p, uint64_t size, uint32_t *entry)
 {
 	uint64_t off = 0;
@@ -83,34 +135,37 @@ static int find_entry_note(const uint8_t *p, uint64_t size, uint32_t *entry)
 	return 0;
 }
 
-/* Copy the ELF header into `eh`; false when `img` is not ELF. */
-static bool elf_header(const uint8_t *img, size_t len, Elf64_Ehdr *eh)
+/* An x86 kernel: ELFCLASS64 for x86-64 or ELFCLASS32 for i386 (what
+ * `ld -m elf_i386` writes; QEMU's -kernel boots both through the note). */
+static bool elf_is_x86(const struct elf_hdr *eh)
 {
-	if (len < sizeof(*eh) || memcmp(img, ELFMAG, SELFMAG) != 0)
-		return false;
-	memcpy(eh, img, sizeof(*eh));
-	return true;
+	return (eh->cls == ELFCLASS64 && eh->machine == EM_X86_64) ||
+	       (eh->cls == ELFCLASS32 && eh->machine == EM_386);
 }
 
 int pvh_probe(const uint8_t *img, size_t len, uint32_t *entry, char *err, size_t errlen)
 {
-	Elf64_Ehdr ehdr, *eh = &ehdr;
-	Elf64_Phdr phd, *ph = &phd;
+	struct elf_hdr eh;
+	struct elf_seg ph;
 
-	if (!elf_header(img, len, eh))
+	if (len < SELFMAG || memcmp(img, ELFMAG, SELFMAG) != 0)
 		return 0;
-	if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != EM_X86_64) {
-		snprintf(err, errlen, "ELF kernel is not x86-64");
+	if (!elf_header(img, len, &eh)) {
+		snprintf(err, errlen, "ELF header is truncated");
 		return -1;
 	}
-	for (unsigned i = 0; i < eh->e_phnum; i++) {
-		if (!phdr(img, len, eh, i, ph)) {
+	if (!elf_is_x86(&eh)) {
+		snprintf(err, errlen,
+		         "ELF kernel is neither x86-64 (ELFCLASS64) nor i386 (ELFCLASS32)");
+		return -1;
+	}
+	for (unsigned i = 0; i < eh.phnum; i++) {
+		if (!phdr(img, len, &eh, i, &ph)) {
 			snprintf(err, errlen, "ELF program headers are truncated");
 			return -1;
 		}
-		if (ph->p_type == PT_NOTE && ph->p_offset <= len &&
-		    ph->p_filesz <= len - ph->p_offset &&
-		    find_entry_note(img + ph->p_offset, ph->p_filesz, entry))
+		if (ph.type == PT_NOTE && ph.offset <= len && ph.filesz <= len - ph.offset &&
+		    find_entry_note(img + ph.offset, ph.filesz, entry))
 			return 1;
 	}
 	snprintf(err, errlen, "ELF kernel has no PVH entry note (CONFIG_PVH); use the bzImage");
@@ -121,31 +176,30 @@ int pvh_probe(const uint8_t *img, size_t len, uint32_t *entry, char *err, size_t
 static int load_segments(const struct guest_mem *gm, const uint8_t *img, size_t len, uint64_t *end,
                          char *err, size_t errlen)
 {
-	Elf64_Ehdr ehdr, *eh = &ehdr;
-	Elf64_Phdr phd, *ph = &phd;
+	struct elf_hdr ehdr, *eh = &ehdr;
+	struct elf_seg phd, *ph = &phd;
 
 	*end = 0;
 	if (!elf_header(img, len, eh)) {
 		snprintf(err, errlen, "kernel is not an ELF file");
 		return -1;
 	}
-	for (unsigned i = 0; i < eh->e_phnum; i++) {
+	for (unsigned i = 0; i < eh->phnum; i++) {
 		uint8_t *dst;
 
-		if (!phdr(img, len, eh, i, ph) || ph->p_type != PT_LOAD)
+		if (!phdr(img, len, eh, i, ph) || ph->type != PT_LOAD)
 			continue;
-		if (ph->p_filesz > ph->p_memsz || ph->p_offset > len ||
-		    ph->p_filesz > len - ph->p_offset ||
-		    (dst = gmem_ptr(gm, ph->p_paddr, ph->p_memsz, true)) == NULL) {
+		if (ph->filesz > ph->memsz || ph->offset > len || ph->filesz > len - ph->offset ||
+		    (dst = gmem_ptr(gm, ph->paddr, ph->memsz, true)) == NULL) {
 			snprintf(err, errlen,
 			         "kernel segment at 0x%llx (%llu bytes) does not fit in guest RAM",
-			         (unsigned long long)ph->p_paddr, (unsigned long long)ph->p_memsz);
+			         (unsigned long long)ph->paddr, (unsigned long long)ph->memsz);
 			return -1;
 		}
-		memcpy(dst, img + ph->p_offset, ph->p_filesz);
-		memset(dst + ph->p_filesz, 0, ph->p_memsz - ph->p_filesz);
-		if (ph->p_paddr + ph->p_memsz > *end)
-			*end = ph->p_paddr + ph->p_memsz;
+		memcpy(dst, img + ph->offset, ph->filesz);
+		memset(dst + ph->filesz, 0, ph->memsz - ph->filesz);
+		if (ph->paddr + ph->memsz > *end)
+			*end = ph->paddr + ph->memsz;
 	}
 	return 0;
 }

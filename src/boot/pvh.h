@@ -5,7 +5,8 @@
  * entered in flat protected mode with paging off and %ebx pointing at a
  * struct hvm_start_info (command line, initrd as module 0, memory map,
  * RSDP).  linux.kernel selects it automatically when the file is such an
- * ELF (Debian's vmlinux is, with CONFIG_PVH).
+ * ELF (Debian's vmlinux is, with CONFIG_PVH), of either class: ELFCLASS64
+ * for x86-64 or ELFCLASS32 for i386 (`ld -m elf_i386`), as QEMU's -kernel.
  */
 #ifndef KHYVE_PVH_H
 #define KHYVE_PVH_H
@@ -24,7 +25,8 @@
 /*
  * Is `img` an ELF image with a PVH entry note?  Returns 1 and the entry
  * (guest-physical) when it is, 0 when it is not ELF, -1 (with `err`) when
- * it is ELF but malformed or lacks the note.
+ * it is ELF but malformed, not x86 (EM_X86_64 in ELFCLASS64, EM_386 in
+ * ELFCLASS32) or lacks the note.
  */
 int pvh_probe(const uint8_t *img, size_t len, uint32_t *entry, char *err, size_t errlen);
 

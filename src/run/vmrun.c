@@ -133,6 +133,7 @@ static void fill_acpi_config(struct machine *m, struct acpi_config *cfg)
 		cfg->apic_id[i] = topo_apic_id(&m->vm.topo, i);
 	cfg->ecam_base = PCI_ECAM_GPA;
 	cfg->ecam_size = PCI_ECAM_SIZE;
+	cfg->pci_last_bus = 0; /* functions live on bus 0 only (pci.c create_func) */
 	cfg->mmio32_base = PCI_MMIO32_BASE;
 	cfg->mmio32_end = PCI_MMIO32_END;
 	cfg->io_base = PCI_IO_BASE;

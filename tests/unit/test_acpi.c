@@ -383,6 +383,83 @@ static void test_other_base(void **state)
 	free(im.buf);
 }
 
+/* The table with signature `sig` in the XSDT, or NULL. */
+static const uint8_t *xsdt_find(const struct image *im, const char *sig)
+{
+	uint64_t rsdt, xsdt_gpa;
+	const uint8_t *xsdt;
+
+	check_rsdp(im, &rsdt, &xsdt_gpa);
+	xsdt = table(im, xsdt_gpa, "XSDT");
+	for (unsigned i = 0; i < (table_len(xsdt) - HDR) / 8; i++) {
+		uint64_t gpa = unit_le(xsdt + HDR + 8 * i, 8);
+
+		if (memcmp(at(im, gpa, HDR), sig, 4) == 0)
+			return table(im, gpa, sig);
+	}
+	return NULL;
+}
+
+/* PCI0's WordBusNumber descriptor in the DSDT: its _MIN and _MAX. */
+static void dsdt_bus_range(const uint8_t *dsdt, unsigned *min, unsigned *max)
+{
+	static const uint8_t tag[] = {0x88, 0x0d, 0x00, 0x02}; /* word address, bus */
+	uint32_t len = table_len(dsdt);
+
+	for (uint32_t i = HDR; i + 16 <= len; i++) {
+		if (memcmp(dsdt + i, tag, sizeof(tag)) == 0) {
+			*min = (unsigned)unit_le(dsdt + i + 8, 2);
+			*max = (unsigned)unit_le(dsdt + i + 10, 2);
+			assert_int_equal(unit_le(dsdt + i + 14, 2), *max - *min + 1);
+			return;
+		}
+	}
+	fail_msg("no bus number range in the DSDT");
+}
+
+/* MCFG and PCI0's _CRS end at the last bus in use, not at the end of the
+ * ECAM window: Linux probes every bus up to MCFG's last one for peer host
+ * bridges (8192 config reads for 256 buses). */
+static void test_mcfg_last_bus(void **state)
+{
+	static const struct {
+		uint64_t ecam_size;
+		uint8_t last_bus;
+		unsigned want;
+	} cases[] = {{256u << 20, 0, 0}, {256u << 20, 7, 7}, {2u << 20, 9, 1}};
+	struct acpi_config cfg;
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct image im;
+		const uint8_t *mcfg, *fadt;
+		unsigned min = 99, max = 99;
+
+		config_n(&cfg, 1);
+		cfg.ecam_base = 0xe0000000;
+		cfg.ecam_size = cases[c].ecam_size;
+		cfg.pci_last_bus = cases[c].last_bus;
+		cfg.mmio32_base = 0xc0000000;
+		cfg.mmio32_end = 0xe0000000;
+		cfg.io_base = 0x2000;
+		cfg.io_end = 0xffff;
+		im = build(&cfg, ACPI_TABLES_GPA);
+		mcfg = xsdt_find(&im, "MCFG");
+		assert_non_null(mcfg);
+		assert_int_equal(table_len(mcfg), 60);
+		assert_int_equal(unit_le(mcfg + 44, 8), 0xe0000000);
+		assert_int_equal(unit_le(mcfg + 52, 2), 0); /* segment */
+		assert_int_equal(mcfg[54], 0);              /* first bus */
+		assert_int_equal(mcfg[55], cases[c].want);  /* last bus */
+		fadt = xsdt_find(&im, "FACP");
+		assert_non_null(fadt);
+		dsdt_bus_range(table(&im, unit_le(fadt + 40, 4), "DSDT"), &min, &max);
+		assert_int_equal(min, 0);
+		assert_int_equal(max, cases[c].want);
+		free(im.buf);
+	}
+}
+
 /* ---- a small AML reader, to check the DSDT's structure ---- */
 
 struct aml_reader {
@@ -1243,6 +1320,7 @@ int main(void)
 	    cmocka_unit_test(test_madt_288),
 	    cmocka_unit_test(test_madt_topology),
 	    cmocka_unit_test(test_other_base),
+	    cmocka_unit_test(test_mcfg_last_bus),
 	    cmocka_unit_test(test_dsdt),
 	    cmocka_unit_test(test_build_rejects),
 	    cmocka_unit_test(test_build_small_buffers),

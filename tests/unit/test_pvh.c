@@ -42,6 +42,35 @@ static size_t build_elf(bool with_note)
 	return 0x400;
 }
 
+/* The same image as build_elf, as `ld -m elf_i386` writes it: an ELF32
+ * (EM_386) with the same PT_LOAD and the same Xen note. */
+static size_t build_elf32(void)
+{
+	Elf32_Ehdr *eh = (Elf32_Ehdr *)img;
+	Elf32_Phdr *ph = (Elf32_Phdr *)(img + sizeof(*eh));
+	uint8_t *note = img + 0x200, *code = img + 0x300;
+	uint32_t n[3] = {4, 4, XEN_ELFNOTE_PHYS32_ENTRY}, entry = 0x100004;
+
+	memset(img, 0, sizeof(img));
+	memcpy(eh->e_ident, ELFMAG, SELFMAG);
+	eh->e_ident[EI_CLASS] = ELFCLASS32;
+	eh->e_machine = EM_386;
+	eh->e_phoff = sizeof(*eh);
+	eh->e_phentsize = sizeof(*ph);
+	eh->e_phnum = 2;
+	ph[0] = (Elf32_Phdr){.p_type = PT_LOAD,
+	                     .p_offset = 0x300,
+	                     .p_paddr = 0x100000,
+	                     .p_filesz = 16,
+	                     .p_memsz = 32};
+	ph[1] = (Elf32_Phdr){.p_type = PT_NOTE, .p_offset = 0x200, .p_filesz = 20};
+	memcpy(note, n, sizeof(n));
+	memcpy(note + 12, "Xen", 4);
+	memcpy(note + 16, &entry, 4);
+	memset(code, 0x90, 16);
+	return 0x400;
+}
+
 static void test_probe(void **state)
 {
 	char err[200] = "";
@@ -61,9 +90,13 @@ static void test_probe(void **state)
 	/* Truncated program headers. */
 	len = build_elf(true);
 	assert_int_equal(pvh_probe(img, sizeof(Elf64_Ehdr) + 10, &entry, err, sizeof(err)), -1);
-	/* 32-bit ELF. */
+	/* An ELF64 header that claims ELFCLASS32 is read as ELF32: not i386. */
 	img[EI_CLASS] = ELFCLASS32;
 	assert_int_equal(pvh_probe(img, len, &entry, err, sizeof(err)), -1);
+	assert_contains(err, "i386");
+	/* ELF header cut short. */
+	assert_int_equal(pvh_probe(img, 20, &entry, err, sizeof(err)), -1);
+	assert_contains(err, "truncated");
 	/* A note whose sizes run past the segment. */
 	build_elf(true);
 	((Elf64_Phdr *)(img + sizeof(Elf64_Ehdr)))[1].p_filesz = 8;
@@ -72,6 +105,36 @@ static void test_probe(void **state)
 	build_elf(true);
 	((Elf64_Phdr *)(img + sizeof(Elf64_Ehdr)))[1].p_offset = 1ull << 40;
 	assert_int_equal(pvh_probe(img, len, &entry, err, sizeof(err)), -1);
+}
+
+/* ELFCLASS32 kernels (EM_386) probe through the same note; their program
+ * headers are bounds-checked with the 32-bit sizes. */
+static void test_probe_elf32(void **state)
+{
+	char err[200] = "";
+	uint32_t entry = 0;
+	size_t len = build_elf32();
+
+	(void)state;
+	assert_int_equal(pvh_probe(img, len, &entry, err, sizeof(err)), 1);
+	assert_int_equal(entry, 0x100004);
+	/* x32 (ELFCLASS32 for EM_X86_64) is not a PVH kernel. */
+	((Elf32_Ehdr *)img)->e_machine = EM_X86_64;
+	assert_int_equal(pvh_probe(img, len, &entry, err, sizeof(err)), -1);
+	assert_contains(err, "neither");
+	/* Program header entries smaller than Elf32_Phdr. */
+	build_elf32();
+	((Elf32_Ehdr *)img)->e_phentsize = sizeof(Elf32_Phdr) - 1;
+	assert_int_equal(pvh_probe(img, len, &entry, err, sizeof(err)), -1);
+	assert_contains(err, "truncated");
+	/* Program headers past the end of the file. */
+	build_elf32();
+	assert_int_equal(pvh_probe(img, sizeof(Elf32_Ehdr) + 40, &entry, err, sizeof(err)), -1);
+	/* No note. */
+	build_elf32();
+	((Elf32_Phdr *)(img + sizeof(Elf32_Ehdr)))[1].p_type = PT_NULL;
+	assert_int_equal(pvh_probe(img, len, &entry, err, sizeof(err)), -1);
+	assert_contains(err, "PVH");
 }
 
 /* Program headers and the note at odd offsets are read, not dereferenced
@@ -134,12 +197,41 @@ static void test_load(void **state)
 	free(ram);
 }
 
+static void test_load_elf32(void **state)
+{
+	struct guest_mem gm;
+	struct e820_map map;
+	struct boot_cpu_state cpu;
+	struct linux_boot lb = {.kernel = "unused", .cmdline = ""};
+	uint8_t *ram = calloc(1, RAM_SIZE);
+	char err[200] = "";
+	size_t len = build_elf32();
+
+	(void)state;
+	memset(&gm, 0, sizeof(gm));
+	assert_int_equal(gmem_add_region(&gm, 0, RAM_SIZE, ram, false), 0);
+	gm.lowmem_size = RAM_SIZE;
+	assert_int_equal(e820_build_default(&map, RAM_SIZE, 0), 0);
+	memset(ram + 0x100010, 0xcc, 16); /* memsz beyond filesz must be zeroed */
+	assert_int_equal(pvh_load(&gm, img, len, &lb, &map, 0xe0000, &cpu, err, sizeof(err)), 0);
+	assert_int_equal(cpu.mode, BOOT_FLAT32);
+	assert_int_equal(cpu.rip, 0x100004);
+	assert_int_equal(cpu.rbx, PVH_START_INFO_GPA);
+	assert_int_equal(ram[0x100000], 0x90);
+	assert_int_equal(ram[0x10001f], 0);
+	/* A segment whose file part runs past the image. */
+	((Elf32_Phdr *)(img + sizeof(Elf32_Ehdr)))[0].p_filesz = 0x200;
+	((Elf32_Phdr *)(img + sizeof(Elf32_Ehdr)))[0].p_memsz = 0x200;
+	assert_int_equal(pvh_load(&gm, img, len, &lb, &map, 0, &cpu, err, sizeof(err)), -1);
+	free(ram);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_probe),
-	    cmocka_unit_test(test_probe_unaligned),
-	    cmocka_unit_test(test_load),
+	    cmocka_unit_test(test_probe),           cmocka_unit_test(test_probe_elf32),
+	    cmocka_unit_test(test_probe_unaligned), cmocka_unit_test(test_load),
+	    cmocka_unit_test(test_load_elf32),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
