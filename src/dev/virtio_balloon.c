@@ -332,7 +332,10 @@ static void balloon_stop(struct virtio_dev *vd)
 
 	for (unsigned qi = 0; qi < BALLOON_NQUEUES; qi++)
 		virtio_worker_stop(&b->q[qi].worker);
+	/* Under the stats queue's lock: the API may be giving it back. */
+	pthread_mutex_lock(&vd->queue[2].lock);
 	b->stats_held = false;
+	pthread_mutex_unlock(&vd->queue[2].lock);
 	pthread_mutex_lock(&b->lock);
 	b->actual = 0;
 	pthread_mutex_unlock(&b->lock);
@@ -471,7 +474,7 @@ static int balloon_init(struct machine *m, struct pci_func *f, struct config_nod
 		return -1;
 	}
 	if (bool_opt(node, "stats", true, &stats, err, errlen) < 0 ||
-	    bool_opt(node, "deflate_on_oom", true, &oom, err, errlen) < 0 ||
+	    bool_opt(node, "deflate_on_oom", false, &oom, err, errlen) < 0 ||
 	    bool_opt(node, "free_page_reporting", true, &reporting, err, errlen) < 0)
 		return -1;
 	b = calloc(1, sizeof(*b));
@@ -595,9 +598,10 @@ static const char *const balloon_keys[] = {"stats", "deflate_on_oom", "free_page
 PCI_DEVEMU(virtio_balloon) = {
     .name = "virtio-balloon",
     .descr = "virtio memory balloon: target size, statistics, free page reporting",
-    .usage = "  -s SLOT,virtio-balloon[,stats=off][,deflate_on_oom=off][,free_page_reporting=off]\n"
+    .usage = "  -s SLOT,virtio-balloon[,stats=off][,deflate_on_oom=on][,free_page_reporting=off]\n"
              "    stats=off                no statistics queue\n"
-             "    deflate_on_oom=off       the guest may not take pages back when out of memory\n"
+             "    deflate_on_oom=on        the guest takes pages back when out of memory (Linux\n"
+             "                             then keeps them in MemTotal)\n"
              "    free_page_reporting=off  the guest does not report its free memory\n",
     .keys = balloon_keys,
     .init = balloon_init,

@@ -6,7 +6,8 @@
  * while PFNs and ranges outside RAM are skipped and the device goes on;
  * the reporting queue's index with and without the statistics queue
  * (5.5.2); statistics kept and asked for again; the saved state with the
- * statistics buffer held; /proc/meminfo's huge page lines.
+ * statistics buffer held; discarded pages marked dirty for a migration;
+ * /proc/meminfo's huge page lines.
  */
 #include "virtio_unit.h"
 
@@ -31,7 +32,8 @@ static int group_setup(void **state)
 
 	(void)state;
 	config_reset();
-	if (pci_parse_slot_option("4,virtio-balloon", err, sizeof(err)) < 0 || vu_setup(NULL) < 0) {
+	if (pci_parse_slot_option("4,virtio-balloon,deflate_on_oom=on", err, sizeof(err)) < 0 ||
+	    vu_setup(NULL) < 0) {
 		fprintf(stderr, "setup: %s\n", err);
 		return -1;
 	}
@@ -154,6 +156,31 @@ static void test_inflate_discards(void **state)
 	pfn[0] = base + 4;
 	inflate(pfn, 1);
 	assert_true(page_is_zero(4));
+}
+
+/* With a migration's dirty tracking on, a discarded page is marked dirty,
+ * so the target gets its zeros too. */
+static void test_discard_marks_dirty(void **state)
+{
+	uint32_t pfn[] = {(uint32_t)(PAGE_GPA(7) >> 12)};
+	size_t words = gmem_dirty_words(VU_RAM_SIZE);
+	uint64_t *bits = calloc(words, sizeof(uint64_t));
+	unsigned page = (unsigned)((PAGE_GPA(7) - VU_RAM_GPA) / GMEM_DIRTY_PAGE);
+
+	(void)state;
+	assert_non_null(bits);
+	vu_start(F_STATS | F_REPORTING, 4);
+	assert_int_equal(gmem_dirty_start(&vu_m.vm.mem), 0);
+	gmem_dirty_take(&vu_m.vm.mem, 0, bits, true);
+	memset(bits, 0, words * sizeof(uint64_t));
+	fill_pages(7, 1);
+	inflate(pfn, 1);
+	assert_true(page_is_zero(7));
+	gmem_dirty_take(&vu_m.vm.mem, 0, bits, true);
+	assert_true(bits[page / 64] & (1ull << (page % 64)));
+	gmem_dirty_stop(&vu_m.vm.mem);
+	gmem_dirty_free(&vu_m.vm.mem);
+	free(bits);
 }
 
 /* Reporting is queue 3 with statistics; ranges are discarded and counted. */
@@ -335,6 +362,7 @@ int main(void)
 	    cmocka_unit_test(test_features),
 	    cmocka_unit_test(test_target_and_actual),
 	    cmocka_unit_test(test_inflate_discards),
+	    cmocka_unit_test(test_discard_marks_dirty),
 	    cmocka_unit_test(test_reporting_with_stats),
 	    cmocka_unit_test(test_reporting_without_stats),
 	    cmocka_unit_test(test_report_unaligned_skipped),
