@@ -83,7 +83,8 @@ WEB_SRC   := $(sort $(shell find share/web -path share/web/node_modules -prune -
 XTERM_DIR := $(BUILD)/npm/node_modules/@xterm/xterm
 
 # khyvectl (src/cmd/khyvectl.c): the API's command-line client.
-KHYVECTL_OBJ := $(BUILD)/obj/src/cmd/khyvectl.o $(BUILD)/obj/src/lib/apiclient.o $(BUILD)/obj/src/lib/file.o
+KHYVECTL_OBJ := $(BUILD)/obj/src/cmd/khyvectl.o $(BUILD)/obj/src/lib/apiclient.o $(BUILD)/obj/src/lib/file.o \
+                $(BUILD)/obj/src/lib/parse.o
 KHYVECTL_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libcurl 2>/dev/null || echo -lcjson -lcurl) -lm
 
 CORE_OBJ      := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)

@@ -28,6 +28,7 @@
 
 #include "lib/apiclient.h"
 #include "lib/file.h"
+#include "lib/parse.h"
 
 #define EXIT_DONE     0
 #define EXIT_VM_ERROR 1
@@ -56,32 +57,37 @@ enum action {
 	ACT_CHECKPOINT,
 	ACT_SUSPEND,
 	ACT_MIGRATE,
+	ACT_BALLOON,
 };
 
-/* One action: its option, whether it takes =VALUE, and its request. */
+enum value_use { NO_VALUE, VALUE, OPTIONAL_VALUE };
+
+/* One action: its option, whether it takes =VALUE, and its request (with
+ * an optional value given: PUT instead). */
 struct action_def {
 	const char *option;
 	enum action act;
-	bool has_value;
+	enum value_use has_value;
 	const char *method, *endpoint;
 };
 
 static const struct action_def actions[] = {
-    {"--get-stats", ACT_STATS, false, "GET", "vm.counters"},
-    {"--info", ACT_INFO, false, "GET", "vm.info"},
-    {"--ping", ACT_PING, false, "GET", "vmm.ping"},
-    {"--pause", ACT_PAUSE, false, "PUT", "vm.pause"},
-    {"--resume", ACT_RESUME, false, "PUT", "vm.resume"},
-    {"--power-button", ACT_POWER_BUTTON, false, "PUT", "vm.power-button"},
-    {"--force-reset", ACT_RESET, false, "PUT", "vm.reset"},
-    {"--force-poweroff", ACT_POWEROFF, false, "PUT", "vm.power-off"},
-    {"--screenshot", ACT_SCREENSHOT, true, "GET", "vm.screenshot"},
-    {"--send-keys", ACT_SEND_KEYS, true, "PUT", "vm.send-keys"},
-    {"--insert", ACT_INSERT, true, "PUT", "vm.media-insert"},
-    {"--eject", ACT_EJECT, true, "PUT", "vm.media-eject"},
-    {"--checkpoint", ACT_CHECKPOINT, true, "PUT", "vm.checkpoint"},
-    {"--suspend", ACT_SUSPEND, true, "PUT", "vm.suspend"},
-    {"--migrate", ACT_MIGRATE, true, "PUT", "vm.migrate"},
+    {"--get-stats", ACT_STATS, NO_VALUE, "GET", "vm.counters"},
+    {"--info", ACT_INFO, NO_VALUE, "GET", "vm.info"},
+    {"--ping", ACT_PING, NO_VALUE, "GET", "vmm.ping"},
+    {"--pause", ACT_PAUSE, NO_VALUE, "PUT", "vm.pause"},
+    {"--resume", ACT_RESUME, NO_VALUE, "PUT", "vm.resume"},
+    {"--power-button", ACT_POWER_BUTTON, NO_VALUE, "PUT", "vm.power-button"},
+    {"--force-reset", ACT_RESET, NO_VALUE, "PUT", "vm.reset"},
+    {"--force-poweroff", ACT_POWEROFF, NO_VALUE, "PUT", "vm.power-off"},
+    {"--screenshot", ACT_SCREENSHOT, VALUE, "GET", "vm.screenshot"},
+    {"--send-keys", ACT_SEND_KEYS, VALUE, "PUT", "vm.send-keys"},
+    {"--insert", ACT_INSERT, VALUE, "PUT", "vm.media-insert"},
+    {"--eject", ACT_EJECT, VALUE, "PUT", "vm.media-eject"},
+    {"--checkpoint", ACT_CHECKPOINT, VALUE, "PUT", "vm.checkpoint"},
+    {"--suspend", ACT_SUSPEND, VALUE, "PUT", "vm.suspend"},
+    {"--migrate", ACT_MIGRATE, VALUE, "PUT", "vm.migrate"},
+    {"--balloon", ACT_BALLOON, OPTIONAL_VALUE, "GET", "vm.balloon"},
 };
 
 #define NACTIONS (sizeof(actions) / sizeof(actions[0]))
@@ -92,6 +98,7 @@ struct opts {
 	const char
 	    *value; /* --screenshot=FILE, --send-keys=CHORDS, --insert=DRIVE:FILE, --eject=DRIVE */
 	bool json, force;
+	uint64_t bytes; /* --balloon=SIZE */
 };
 
 static void usage(FILE *f)
@@ -117,6 +124,8 @@ static void usage(FILE *f)
 	        "  --checkpoint=FILE      save the whole machine into a new FILE; it runs on\n"
 	        "  --suspend=FILE         save it into a new FILE, then khyve exits with 5;\n"
 	        "                         khyve -r FILE resumes it (--force replaces FILE)\n"
+	        "  --balloon              the balloon: the guest's memory and statistics\n"
+	        "  --balloon=SIZE         ask the guest to keep SIZE of its memory (512M, 2G)\n"
 	        "  --migrate=unix:PATH|HOST:PORT  live-migrate to the khyve -R listening there;\n"
 	        "                         this khyve exits 0 once the target runs the guest\n"
 	        "--json prints the VM's JSON answer as it came.  See khyvectl(8).\n");
@@ -158,10 +167,13 @@ static int take_action(struct opts *o, const char *arg)
 		const char *value;
 		if (!option_is(arg, actions[i].option, &value))
 			continue;
-		if (actions[i].has_value && (!value || !*value))
+		if (actions[i].has_value == VALUE && (!value || !*value))
 			return bad_usage("%s needs a value (%s=...)", actions[i].option,
 			                 actions[i].option);
-		if (!actions[i].has_value && value)
+		if (actions[i].has_value == OPTIONAL_VALUE && value && !*value)
+			return bad_usage("%s= needs a size (%s=2G)", actions[i].option,
+			                 actions[i].option);
+		if (actions[i].has_value == NO_VALUE && value)
 			return bad_usage("%s takes no value", actions[i].option);
 		if (o->action)
 			return bad_usage("%s and %s: give one action", o->action->option,
@@ -237,7 +249,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		    "no action: give one of --get-stats, --info, --ping, --pause, "
 		    "--resume, --power-button, --force-reset, --force-poweroff, "
 		    "--screenshot=FILE, --send-keys=CHORDS, --insert=DRIVE:FILE, "
-		    "--eject=DRIVE, --checkpoint=FILE, --suspend=FILE, --migrate=ADDRESS");
+		    "--eject=DRIVE, --checkpoint=FILE, --suspend=FILE, --migrate=ADDRESS, "
+		    "--balloon[=SIZE]");
 	if (o->force && o->action->act != ACT_SCREENSHOT && o->action->act != ACT_INSERT &&
 	    o->action->act != ACT_EJECT && o->action->act != ACT_CHECKPOINT &&
 	    o->action->act != ACT_SUSPEND)
@@ -247,6 +260,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return bad_usage("--insert=%s: want DRIVE:FILE (cd0:/path/to.iso)", o->value);
 	if (o->action->act == ACT_EJECT && !valid_drive(o->value, strlen(o->value)))
 		return bad_usage("--eject=%s: want a drive's name (cd0)", o->value);
+	if (o->action->act == ACT_BALLOON && o->value && parse_size(o->value, &o->bytes) < 0)
+		return bad_usage("--balloon=%s: want a size (512M, 2G)", o->value);
 	return 0;
 }
 
@@ -626,6 +641,61 @@ static void print_drives(const cJSON *drives)
 	}
 }
 
+/* A byte count of `j`'s `key`, human-readable, or "-". */
+static void balloon_bytes(const cJSON *j, const char *key, char *out, size_t len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+
+	if (cJSON_IsNumber(v))
+		human_bytes(v->valuedouble, out, len);
+	else
+		snprintf(out, len, "-");
+}
+
+/* vm.balloon's answer (or vm.info's "balloon"), `indent` before each line. */
+static void print_balloon_fields(const cJSON *j, const char *indent)
+{
+	static const char *const rows[][2] = {
+	    {"memory_bytes", "memory"},
+	    {"target_bytes", "target"},
+	    {"actual_bytes", "guest keeps"},
+	    {"reported_bytes", "reported free"},
+	};
+	const cJSON *stats = cJSON_GetObjectItemCaseSensitive(j, "stats"), *s;
+	char v[32];
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		balloon_bytes(j, rows[i][0], v, sizeof(v));
+		printf("%s%s: %s\n", indent, rows[i][1], v);
+	}
+	printf("%sfree page reporting: %s, deflate on OOM: %s\n", indent,
+	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "free_page_reporting")) ? "yes"
+	                                                                                : "no",
+	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "deflate_on_oom")) ? "yes" : "no");
+	if (!cJSON_IsObject(stats))
+		return;
+	printf("%sguest statistics:\n", indent);
+	cJSON_ArrayForEach(s, stats) if (cJSON_IsNumber(s))
+	{
+		bool bytes = strstr(s->string, "memory") || strstr(s->string, "caches") ||
+		             strstr(s->string, "swap");
+
+		if (bytes)
+			human_bytes(s->valuedouble, v, sizeof(v));
+		else
+			snprintf(v, sizeof(v), "%.0f", s->valuedouble);
+		printf("%s  %s: %s\n", indent, s->string, v);
+	}
+}
+
+static int print_balloon(const char *target, const cJSON *j)
+{
+	if (!cJSON_IsObject(j))
+		return bad_answer(target, "vm.balloon: not a JSON object");
+	print_balloon_fields(j, "");
+	return EXIT_DONE;
+}
+
 static int print_info(const char *target, const cJSON *j)
 {
 	const cJSON *up = cJSON_GetObjectItemCaseSensitive(j, "uptime_ms");
@@ -643,6 +713,10 @@ static int print_info(const char *target, const cJSON *j)
 	print_field(j, "vcpus");
 	print_field(j, "memory_bytes");
 	print_drives(cJSON_GetObjectItemCaseSensitive(j, "drives"));
+	if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "balloon"))) {
+		printf("balloon:\n");
+		print_balloon_fields(cJSON_GetObjectItemCaseSensitive(j, "balloon"), "  ");
+	}
 	if (cJSON_IsObject(config)) {
 		printf("config:\n");
 		cJSON_ArrayForEach(kv, config) if (cJSON_IsString(kv))
@@ -913,7 +987,8 @@ static int show_reply(const struct opts *o, const char *target, const struct api
 			printf("%s%s", r->body, r->body[r->len - 1] == '\n' ? "" : "\n");
 		return EXIT_DONE;
 	}
-	if (o->action->act != ACT_STATS && o->action->act != ACT_INFO && o->action->act != ACT_PING)
+	if (o->action->act != ACT_STATS && o->action->act != ACT_INFO &&
+	    o->action->act != ACT_PING && !(o->action->act == ACT_BALLOON && !o->value))
 		return EXIT_DONE;
 	if (!(j = r->body ? cJSON_Parse(r->body) : NULL))
 		return bad_answer(target, "the answer is not JSON");
@@ -921,6 +996,8 @@ static int show_reply(const struct opts *o, const char *target, const struct api
 		rc = print_stats(target, j);
 	else if (o->action->act == ACT_INFO)
 		rc = print_info(target, j);
+	else if (o->action->act == ACT_BALLOON)
+		rc = print_balloon(target, j);
 	else
 		rc = print_ping(target, j);
 	cJSON_Delete(j);
@@ -931,6 +1008,7 @@ static int run(const struct opts *o)
 {
 	char sock[4096], err[4200], *body = NULL;
 	const char *target = o->vm ? o->vm : o->socket;
+	const char *method = o->action->method;
 	struct apic_reply r;
 	int rc = 0;
 
@@ -953,8 +1031,14 @@ static int run(const struct opts *o)
 		return EXIT_VM_ERROR;
 	if (o->action->act == ACT_SCREENSHOT && (rc = check_new_file(o)) != 0)
 		return rc;
-	switch (apic_call(sock, o->action->method, o->action->endpoint, body, TIMEOUT_MS, &r, err,
-	                  sizeof(err))) {
+	if (o->action->act == ACT_BALLOON && o->value) {
+		method = "PUT";
+		if (!(body = malloc(64)))
+			return EXIT_VM_ERROR;
+		snprintf(body, 64, "{\"memory_bytes\":%" PRIu64 "}", o->bytes);
+	}
+	switch (
+	    apic_call(sock, method, o->action->endpoint, body, TIMEOUT_MS, &r, err, sizeof(err))) {
 	case API_CALL_NO_VM:
 		/* connect() needs write permission on the socket: say so, not "no VM". */
 		if (access(sock, F_OK) == 0 && access(sock, W_OK) < 0 && errno == EACCES)

@@ -43,7 +43,40 @@ struct machine_media_drive {
 	void (*state)(void *dev, bool *present, bool *locked, uint64_t *bytes);
 };
 
-#define MACHINE_MAX_MEDIA     8
+#define MACHINE_MAX_MEDIA      8
+
+#define MACHINE_BALLOON_NSTATS 16
+
+/* What the balloon says now (vm.balloon, vm.info's "balloon"). */
+struct machine_balloon_info {
+	uint64_t ram_bytes;      /* guest RAM */
+	uint64_t target_bytes;   /* the memory the host asked the guest to keep */
+	uint64_t actual_bytes;   /* what the guest keeps: RAM less the pages in its balloon */
+	uint64_t reported_bytes; /* free page reporting: bytes given back to the host so far */
+	uint64_t stats_age_ms;   /* since the guest's statistics came */
+	bool stats_valid;        /* some came (VIRTIO_BALLOON_F_STATS_VQ) */
+	bool reporting;          /* the driver accepted free page reporting */
+	bool deflate_on_oom;     /* ... and deflate-on-OOM */
+	unsigned nstats;
+	struct {
+		const char *name; /* static: "free_memory", "total_memory", ... */
+		uint64_t value;   /* bytes for memory figures, else a count */
+	} stat[MACHINE_BALLOON_NSTATS];
+};
+
+/*
+ * The VM's virtio-balloon, if it has one (dev NULL otherwise), for the
+ * API's vm.balloon.  Both hooks run on the API thread and return within
+ * about a second.
+ */
+struct machine_balloon {
+	void *dev;
+	/* Ask the guest to keep `guest_bytes` of its RAM (the rest goes in
+	 * the balloon); 0, or -1 with one line in `err` (more than RAM). */
+	int (*set_target)(void *dev, uint64_t guest_bytes, char *err, size_t errlen);
+	/* Fill `out`, first waiting up to `refresh_ms` for fresh statistics. */
+	void (*info)(void *dev, unsigned refresh_ms, struct machine_balloon_info *out);
+};
 
 #define MACHINE_MAX_KEY_SINKS 2
 
@@ -87,6 +120,8 @@ struct machine {
 	/* Drives whose medium the API changes (machine_add_media_drive). */
 	unsigned nmedia;
 	struct machine_media_drive media[MACHINE_MAX_MEDIA];
+	/* The virtio-balloon (one a VM), set by the device at set-up. */
+	struct machine_balloon balloon;
 	/* What a checkpoint saves, in order (core/snapshot.h). */
 	struct state_participant *states;
 	unsigned nstates;

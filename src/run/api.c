@@ -174,6 +174,30 @@ static void add_drives(cJSON *o, struct machine *m)
 	}
 }
 
+/* The balloon's figures into `o` (vm.info's "balloon", vm.balloon),
+ * statistics refreshed for up to `refresh_ms`. */
+static void add_balloon(cJSON *o, struct machine *m, unsigned refresh_ms)
+{
+	struct machine_balloon_info bi;
+	cJSON *st;
+
+	if (o == NULL)
+		return;
+	m->balloon.info(m->balloon.dev, refresh_ms, &bi);
+	cJSON_AddNumberToObject(o, "memory_bytes", (double)bi.ram_bytes);
+	cJSON_AddNumberToObject(o, "target_bytes", (double)bi.target_bytes);
+	cJSON_AddNumberToObject(o, "actual_bytes", (double)bi.actual_bytes);
+	cJSON_AddNumberToObject(o, "reported_bytes", (double)bi.reported_bytes);
+	cJSON_AddBoolToObject(o, "free_page_reporting", bi.reporting);
+	cJSON_AddBoolToObject(o, "deflate_on_oom", bi.deflate_on_oom);
+	if (!bi.stats_valid)
+		return;
+	cJSON_AddNumberToObject(o, "stats_age_ms", (double)bi.stats_age_ms);
+	st = cJSON_AddObjectToObject(o, "stats");
+	for (unsigned i = 0; st != NULL && i < bi.nstats; i++)
+		cJSON_AddNumberToObject(st, bi.stat[i].name, (double)bi.stat[i].value);
+}
+
 static void on_info(struct api *a, const cJSON *body, struct api_reply *r)
 {
 	struct machine *m = a->m;
@@ -195,6 +219,8 @@ static void on_info(struct api *a, const cJSON *body, struct api_reply *r)
 	                        (double)(m->vm.mem.lowmem_size + m->vm.mem.highmem_size));
 	cJSON_AddItemToObject(o, "config", cfg);
 	add_drives(o, m);
+	if (m->balloon.dev != NULL)
+		add_balloon(cJSON_AddObjectToObject(o, "balloon"), m, 0);
 	reply_json(r, 200, o);
 }
 
@@ -798,6 +824,48 @@ static void on_screenshot(struct api *a, const cJSON *body, struct api_reply *r)
 	r->len = out.len;
 }
 
+/* ---- balloon ---- */
+
+#define API_BALLOON_REFRESH_MS 500u /* vm.balloon waits this long for fresh statistics */
+
+static void on_balloon_get(struct api *a, const cJSON *body, struct api_reply *r)
+{
+	cJSON *o;
+
+	(void)body;
+	if (a->m->balloon.dev == NULL) {
+		reply_error(r, 409, "the VM has no virtio-balloon");
+		return;
+	}
+	o = cJSON_CreateObject();
+	add_balloon(o, a->m, API_BALLOON_REFRESH_MS);
+	reply_json(r, 200, o);
+}
+
+/* {"memory_bytes": N}: the memory the guest is to keep. */
+static void on_balloon_put(struct api *a, const cJSON *body, struct api_reply *r)
+{
+	const cJSON *mem = cJSON_GetObjectItemCaseSensitive(body, "memory_bytes");
+	char err[256];
+
+	if (a->m->balloon.dev == NULL) {
+		reply_error(r, 409, "the VM has no virtio-balloon");
+		return;
+	}
+	if (!cJSON_IsObject(body) || cJSON_GetArraySize(body) != 1 || !cJSON_IsNumber(mem) ||
+	    mem->valuedouble < 0 || mem->valuedouble > 9007199254740992.0 ||
+	    mem->valuedouble != (double)(uint64_t)mem->valuedouble) {
+		reply_error(r, 400, "want a body {\"memory_bytes\":N}, N a whole number of bytes");
+		return;
+	}
+	if (a->m->balloon.set_target(a->m->balloon.dev, (uint64_t)mem->valuedouble, err,
+	                             sizeof(err)) < 0) {
+		reply_error(r, 400, err);
+		return;
+	}
+	r->status = 204;
+}
+
 /* ---- routing ---- */
 
 struct endpoint {
@@ -819,6 +887,8 @@ static const struct endpoint endpoints[] = {
     {"vm.send-keys", "PUT", on_send_keys},
     {"vm.media-eject", "PUT", on_media_eject},
     {"vm.media-insert", "PUT", on_media_insert},
+    {"vm.balloon", "GET", on_balloon_get},
+    {"vm.balloon", "PUT", on_balloon_put},
     {"vm.checkpoint", "PUT", on_state_call},
     {"vm.suspend", "PUT", on_state_call},
     {"vm.migrate", "PUT", on_state_call},
@@ -832,13 +902,20 @@ bool api_url_names(const char *url, const char *name)
 	       strncmp(url + plen, name, n) == 0 && strchr("?#", url[plen + n]) != NULL;
 }
 
-/* The endpoint named by `url` (query string ignored), or NULL. */
-static const struct endpoint *find_endpoint(const char *url)
+/* The endpoint named by `url` (query string ignored) for `method`, else
+ * one of that name for another method (405), or NULL. */
+static const struct endpoint *find_endpoint(const char *url, const char *method)
 {
+	const struct endpoint *named = NULL;
+
 	for (size_t i = 0; i < sizeof(endpoints) / sizeof(endpoints[0]); i++)
-		if (api_url_names(url, endpoints[i].name))
-			return &endpoints[i];
-	return NULL;
+		if (api_url_names(url, endpoints[i].name)) {
+			if (method != NULL && strcmp(method, endpoints[i].method) == 0)
+				return &endpoints[i];
+			if (named == NULL)
+				named = &endpoints[i];
+		}
+	return named;
 }
 
 /* A body that is there must be one JSON value (and nothing after it). */
@@ -867,7 +944,7 @@ static bool parse_body(const char *body, size_t len, cJSON **out)
 void api_handle(struct api *a, const char *method, const char *url, const char *body, size_t len,
                 struct api_reply *r)
 {
-	const struct endpoint *e = find_endpoint(url);
+	const struct endpoint *e = find_endpoint(url, method);
 	cJSON *json;
 
 	memset(r, 0, sizeof(*r));

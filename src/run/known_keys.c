@@ -31,6 +31,8 @@ static const struct known_key known_keys[] = {
     {"maxcpus",              KEY_ANY},  /* -c maxcpus= (accepted, as bhyve) */
     {"memory.size",          KEY_ANY},  /* -m */
     {"memory.wired",         KEY_BOOL}, /* -S */
+    {"memory.merge",         KEY_BOOL}, /* MADV_MERGEABLE: KSM may merge guest pages */
+    {"memory.hugepages",     KEY_BOOL}, /* guest RAM in hugetlbfs pages */
     {"acpi_tables",          KEY_BOOL}, /* -A */
     {"uuid",                 KEY_ANY},  /* -U */
     {"rtc.use_localtime",    KEY_BOOL}, /* -u sets false */

@@ -250,12 +250,55 @@ static int restore_state(struct machine *m, char *err, size_t errlen)
 	return rc;
 }
 
+/* KSM merges nothing while ksmd is stopped: say so, it is the host's call. */
+static void warn_if_ksm_off(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/ksm/run", "re");
+	int run = -1;
+
+	if (f != NULL) {
+		if (fscanf(f, "%d", &run) != 1)
+			run = -1;
+		fclose(f);
+	}
+	if (run == 0)
+		log_warn("memory.merge: KSM is stopped on this host (/sys/kernel/mm/ksm/run is 0): "
+		         "nothing is merged until it is 1");
+	else if (run < 0)
+		log_warn("memory.merge: this host has no KSM (/sys/kernel/mm/ksm/run)");
+}
+
+/* memory.merge and memory.hugepages (-o) as VM_RAM_* flags. */
+static int ram_flags_from_config(unsigned *flags, char *err, size_t errlen)
+{
+	static const struct {
+		const char *key;
+		unsigned flag;
+	} keys[] = {{"memory.merge", VM_RAM_MERGEABLE}, {"memory.hugepages", VM_RAM_HUGETLB}};
+
+	*flags = 0;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		bool on = false;
+
+		if (config_get_bool(keys[i].key, false, &on) < 0) {
+			snprintf(err, errlen, "%s: want true or false, not '%s'", keys[i].key,
+			         config_get(keys[i].key));
+			return -1;
+		}
+		*flags |= on ? keys[i].flag : 0;
+	}
+	if (*flags & VM_RAM_MERGEABLE)
+		warn_if_ksm_off();
+	return 0;
+}
+
 static int build_machine(struct machine *m, char *err, size_t errlen)
 {
 	struct cpu_topology topo;
 	struct boot_cpu_state cpu;
 	bool strict = false;
 	uint64_t memsize;
+	unsigned ram_flags;
 	int stats;
 
 	m->name = config_get("name");
@@ -272,7 +315,8 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 		return -1;
 	}
 	m->strict_io = strict;
-	if (vm_create(&m->vm, memsize, &topo, err, errlen) < 0)
+	if (ram_flags_from_config(&ram_flags, err, errlen) < 0 ||
+	    vm_create_opts(&m->vm, memsize, &topo, ram_flags, err, errlen) < 0)
 		return -1;
 	iobus_init(&m->pio, "port");
 	iobus_init(&m->mmio, "mmio");

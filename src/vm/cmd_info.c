@@ -306,8 +306,10 @@ static void show_guest(const struct vm_sys *sys, const struct vm_guest *g)
 		printf("\n  console-ports\n    com1: %s/com1.pty\n", g->dir);
 	show_networks(g);
 	show_disks(g);
-	if (st.state == VM_RUNNING)
+	if (st.state == VM_RUNNING) {
+		vm_live_show_memory(g);
 		vm_live_show_counters(g);
+	}
 	printf("\n");
 }
 

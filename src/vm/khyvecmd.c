@@ -475,6 +475,10 @@ static int add_flags(struct build *b)
 		return -1;
 	if (setting_yes(b, "wired_memory", false) && add(b, "-S") < 0)
 		return -1;
+	/* memory_merge="yes": KSM may merge the guest's pages (khyve(8)'s caveat). */
+	if (setting_yes(b, "memory_merge", false) &&
+	    (add(b, "-o") < 0 || add(b, "memory.merge=true") < 0))
+		return -1;
 	if (setting_yes(b, "utctime", true) && add(b, "-u") < 0)
 		return -1;
 	if (uuid == NULL)
@@ -734,6 +738,16 @@ static int add_random(struct build *b)
 	if (!setting_yes(b, "virt_random", false))
 		return 0;
 	return take_slot(b, &slot) < 0 ? -1 : add_device(b, slot, "virtio-rnd");
+}
+
+/* balloon="yes": a virtio-balloon (khyvectl --balloon, free page reporting). */
+static int add_balloon(struct build *b)
+{
+	unsigned slot;
+
+	if (!setting_yes(b, "balloon", false))
+		return 0;
+	return take_slot(b, &slot) < 0 ? -1 : add_device(b, slot, "virtio-balloon");
 }
 
 /* ---- graphics ---- */
@@ -1080,7 +1094,7 @@ static bool key_known(const char *key)
 	    "bhyveload_loader", "linux_kernel", "linux_initrd", "linux_cmdline", "linux_kernel_dev",
 	    "linux_initrd_dev", "bhyve_options_dev", "console", "guest", "nulliso_fix", "zfs_dataset_opts",
 	    "zfs_zvol_opts", "tpm", "limit_pcpu", "limit_rbps", "limit_riops", "limit_wbps", "limit_wiops",
-	    NULL};
+	    "balloon", "memory_merge", NULL};
 	/* clang-format on */
 	static const char *const disk[] = {"_type", "_name", "_dev", "_opts", "_size", NULL};
 	static const char *const nic[] = {"_type", "_switch", "_mac", "_device",
@@ -1173,7 +1187,7 @@ static int build_command(struct build *b)
 		return -1;
 	if (add_hostbridge(b) < 0 || add_grub_image(b) < 0 ||
 	    add_install_media(b, install_slot) < 0 || add_disks(b) < 0 || add_nics(b) < 0 ||
-	    add_random(b) < 0 || add_fbuf(b) < 0 || add_xhci(b) < 0 ||
+	    add_random(b) < 0 || add_balloon(b) < 0 || add_fbuf(b) < 0 || add_xhci(b) < 0 ||
 	    add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
 		return -1;
 	if (add_boot(b) < 0 || add_comports(b) < 0 || add_tpm(b) < 0 || add_api_socket(b) < 0 ||

@@ -104,3 +104,32 @@ void vm_live_show_counters(const struct vm_guest *g)
 	show_group(j, "nic", "", nic, sizeof(nic) / sizeof(nic[0]));
 	cJSON_Delete(j);
 }
+
+/* Bytes as vm info shows sizes: "1536M" (MiB, rounded down). */
+static void show_mib(const char *name, double bytes)
+{
+	printf("    %s: %lluM\n", name, bytes > 0 ? (unsigned long long)(bytes / 1048576.0) : 0ull);
+}
+
+void vm_live_show_memory(const struct vm_guest *g)
+{
+	cJSON *j = live_get(g, "vm.balloon");
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "stats");
+
+	if (!cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return;
+	}
+	printf("\n  memory (virtio-balloon)\n");
+	show_mib("ram", num(j, "memory_bytes"));
+	show_mib("target", num(j, "target_bytes"));
+	show_mib("guest-keeps", num(j, "actual_bytes"));
+	show_mib("reported-free", num(j, "reported_bytes"));
+	if (cJSON_IsObject(st)) {
+		show_mib("guest-total", num(st, "total_memory"));
+		show_mib("guest-free", num(st, "free_memory"));
+		show_mib("guest-available", num(st, "available_memory"));
+		show_mib("guest-caches", num(st, "disk_caches"));
+	}
+	cJSON_Delete(j);
+}

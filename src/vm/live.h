@@ -39,4 +39,12 @@ int vm_live_state(const struct vm_guest *g, char *out, size_t len);
  */
 void vm_live_show_counters(const struct vm_guest *g);
 
+/*
+ * Print vm info's "memory" section from vm.balloon (the guest's RAM, the
+ * balloon's target, what the guest keeps, the free memory it reported,
+ * and the memory figures it reports, in MiB); nothing when the guest has
+ * no virtio-balloon or the socket does not answer.
+ */
+void vm_live_show_memory(const struct vm_guest *g);
+
 #endif

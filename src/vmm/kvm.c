@@ -256,15 +256,60 @@ static void *map_ram_aligned(uint64_t size)
 /* Guest RAM at `gpa` (a multiple of 2 MiB here: 0 and 4 GiB). */
 static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
 {
-	void *hva = map_ram_aligned(size);
+	bool huge = (vm->ram_flags & VM_RAM_HUGETLB) != 0;
+	/* hugetlb pages are reserved at mmap() (no MAP_NORESERVE): a short
+	 * pool fails here, not with a SIGBUS when the guest touches them;
+	 * they come aligned to their size. */
+	void *hva = huge ? mmap(NULL, size, PROT_READ | PROT_WRITE,
+	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0)
+	                 : map_ram_aligned(size);
 
 	if (hva == MAP_FAILED)
 		return -1;
 	/* Transparent huge pages cut the guest's TLB misses and, with the
 	 * alignment above, its first-touch faults; advisory only. */
-	madvise(hva, size, MADV_HUGEPAGE);
+	if (!huge)
+		madvise(hva, size, MADV_HUGEPAGE);
+	if ((vm->ram_flags & VM_RAM_MERGEABLE) && madvise(hva, size, MADV_MERGEABLE) < 0) {
+		munmap(hva, size);
+		return -1;
+	}
 	if (vm_set_user_memory(vm, gpa, size, hva, false) < 0) {
 		munmap(hva, size);
+		return -1;
+	}
+	return 0;
+}
+
+/* memory.hugepages: the pool must hold the whole guest (one line if not). */
+static int check_hugepages(uint64_t memsize, uint64_t *page, char *err, size_t errlen)
+{
+	char text[8192];
+	uint64_t free_pages = 0;
+	FILE *f = fopen("/proc/meminfo", "re");
+	size_t n = f != NULL ? fread(text, 1, sizeof(text) - 1, f) : 0;
+
+	if (f != NULL)
+		fclose(f);
+	text[n] = '\0';
+	if (gmem_parse_hugepages(text, &free_pages, page) < 0) {
+		snprintf(err, errlen,
+		         "memory.hugepages: this host has no huge pages (/proc/meminfo)");
+		return -1;
+	}
+	if (memsize % *page != 0) {
+		snprintf(
+		    err, errlen,
+		    "memory.hugepages: the memory size is not a multiple of the %llu KiB huge page",
+		    (unsigned long long)(*page >> 10));
+		return -1;
+	}
+	if (free_pages < memsize / *page) {
+		snprintf(err, errlen,
+		         "memory.hugepages: the guest needs %llu huge pages of %llu KiB, the host "
+		         "has %llu free (/proc/sys/vm/nr_hugepages)",
+		         (unsigned long long)(memsize / *page), (unsigned long long)(*page >> 10),
+		         (unsigned long long)free_pages);
 		return -1;
 	}
 	return 0;
@@ -295,8 +340,8 @@ static int vm_create_irqchip(struct vm *vm)
 	return 0;
 }
 
-int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, char *err,
-              size_t errlen)
+int vm_create_opts(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo,
+                   unsigned ram_flags, char *err, size_t errlen)
 {
 	uint64_t low, high;
 
@@ -304,6 +349,11 @@ int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, 
 	vm->kvm_fd = vm->vm_fd = -1;
 	vm->memsize = memsize;
 	vm->topo = *topo;
+	vm->ram_flags = ram_flags;
+	vm->ram_page_size = 4096;
+	if ((ram_flags & VM_RAM_HUGETLB) &&
+	    check_hugepages(memsize, &vm->ram_page_size, err, errlen) < 0)
+		return -1;
 	vm->ncpus = topo->sockets * topo->cores * topo->threads;
 	if (kvm_open(vm, err, errlen) < 0)
 		return -1;
@@ -323,8 +373,13 @@ int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, 
 	vm->mem.highmem_size = high;
 	if (vm_add_ram(vm, 0, low) < 0 ||
 	    (high > 0 && vm_add_ram(vm, GMEM_HIGHMEM_BASE, high) < 0)) {
-		snprintf(err, errlen, "cannot allocate %llu MiB of guest memory: %s",
-		         (unsigned long long)(memsize >> 20), strerror(errno));
+		snprintf(err, errlen, "cannot allocate %llu MiB of guest memory%s: %s",
+		         (unsigned long long)(memsize >> 20),
+		         (ram_flags & VM_RAM_HUGETLB) ? " in huge pages"
+		         : (ram_flags & VM_RAM_MERGEABLE) && errno == EINVAL
+		             ? " (memory.merge: no KSM in this kernel?)"
+		             : "",
+		         strerror(errno));
 		return -1;
 	}
 	if (vm_get_supported_cpuid(vm) < 0) {
@@ -332,6 +387,12 @@ int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, 
 		return -1;
 	}
 	return 0;
+}
+
+int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, char *err,
+              size_t errlen)
+{
+	return vm_create_opts(vm, memsize, topo, 0, err, errlen);
 }
 
 int vm_add_rom(struct vm *vm, uint64_t gpa, uint64_t size, const void *data, uint64_t len)

@@ -33,6 +33,10 @@ struct vm {
 	unsigned next_slot;   /* next free KVM memory slot */
 	struct guest_mem mem; /* RAM and ROM regions */
 	uint64_t memsize;     /* RAM bytes requested */
+	unsigned ram_flags;   /* VM_RAM_* given to vm_create_opts() */
+	/* Bytes a page of guest RAM is on the host: 4096, or the huge page
+	 * size with VM_RAM_HUGETLB.  Discarding (the balloon) works in these. */
+	uint64_t ram_page_size;
 	unsigned ncpus;
 	struct cpu_topology topo;
 	struct vcpu **vcpus; /* ncpus entries */
@@ -58,6 +62,20 @@ struct vm {
  */
 int vm_create(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo, char *err,
               size_t errlen);
+
+/* Guest RAM options of vm_create_opts(). */
+#define VM_RAM_MERGEABLE (1u << 0) /* madvise(MADV_MERGEABLE): KSM may merge its pages */
+#define VM_RAM_HUGETLB   (1u << 1) /* MAP_HUGETLB pages of the host's default huge page size */
+
+/*
+ * vm_create() with `ram_flags` (VM_RAM_*).  With VM_RAM_HUGETLB the RAM is
+ * reserved up front: refused with one line ("memory.hugepages: ...") when
+ * memsize is not a multiple of the huge page size or /proc/meminfo's
+ * HugePages_Free is short.  VM_RAM_MERGEABLE fails on a kernel without
+ * KSM.  -1 with `err`, as vm_create().
+ */
+int vm_create_opts(struct vm *vm, uint64_t memsize, const struct cpu_topology *topo,
+                   unsigned ram_flags, char *err, size_t errlen);
 
 /* Release everything vm_create() and vm_create_vcpus() made. */
 void vm_destroy(struct vm *vm);

@@ -1,5 +1,7 @@
 #include "vmm/mem.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -152,4 +154,33 @@ void gmem_dirty_take(struct guest_mem *gm, unsigned idx, uint64_t *out, bool cle
 	for (size_t w = 0; w < gmem_dirty_words(r->size); w++)
 		out[w] |= clear ? __atomic_exchange_n(&r->dirty[w], 0, __ATOMIC_ACQ_REL)
 		                : __atomic_load_n(&r->dirty[w], __ATOMIC_ACQUIRE);
+}
+
+/* The value after `key` at the start of a line of `text`, or -1. */
+static int meminfo_value(const char *text, const char *key, uint64_t *out)
+{
+	size_t n = strlen(key);
+
+	for (const char *p = text; p != NULL && *p != '\0';
+	     p = strchr(p, '\n'), p = p ? p + 1 : p) {
+		char *end;
+
+		if (strncmp(p, key, n) != 0)
+			continue;
+		errno = 0;
+		*out = strtoull(p + n, &end, 10);
+		return errno == 0 && end != p + n ? 0 : -1;
+	}
+	return -1;
+}
+
+int gmem_parse_hugepages(const char *meminfo, uint64_t *free_pages, uint64_t *page_bytes)
+{
+	uint64_t kb;
+
+	if (meminfo_value(meminfo, "HugePages_Free:", free_pages) < 0 ||
+	    meminfo_value(meminfo, "Hugepagesize:", &kb) < 0 || kb == 0 || kb > (1ull << 30))
+		return -1;
+	*page_bytes = kb << 10;
+	return 0;
 }

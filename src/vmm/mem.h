@@ -93,6 +93,13 @@ void gmem_mark_dirty(const struct guest_mem *gm, uint64_t gpa, uint64_t len);
  */
 void gmem_dirty_take(struct guest_mem *gm, unsigned idx, uint64_t *out, bool clear);
 
+/*
+ * From /proc/meminfo's text (NUL-terminated): HugePages_Free into
+ * `*free_pages` and Hugepagesize into `*page_bytes`.  0, or -1 when either
+ * line is missing or the size is 0.
+ */
+int gmem_parse_hugepages(const char *meminfo, uint64_t *free_pages, uint64_t *page_bytes);
+
 /* Words of a dirty bitmap for `size` bytes. */
 static inline size_t gmem_dirty_words(uint64_t size)
 {

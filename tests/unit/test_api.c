@@ -535,6 +535,70 @@ static void test_media_insert_fd(void **state)
 	assert_int_equal(r.status, 404);
 }
 
+/* ---- vm.balloon, with a fake balloon ---- */
+
+static uint64_t fake_target, fake_refresh;
+
+static int fake_set_target(void *dev, uint64_t bytes, char *err, size_t errlen)
+{
+	(void)dev;
+	if (bytes > (512u << 20)) {
+		snprintf(err, errlen, "more than the RAM");
+		return -1;
+	}
+	fake_target = bytes;
+	return 0;
+}
+
+static void fake_info(void *dev, unsigned refresh_ms, struct machine_balloon_info *out)
+{
+	(void)dev;
+	fake_refresh = refresh_ms;
+	memset(out, 0, sizeof(*out));
+	out->ram_bytes = 512u << 20;
+	out->target_bytes = fake_target;
+	out->actual_bytes = 256u << 20;
+	out->reported_bytes = 4096;
+	out->reporting = true;
+	out->stats_valid = true;
+	out->nstats = 1;
+	out->stat[0].name = "free_memory";
+	out->stat[0].value = 1000;
+}
+
+static void test_balloon(void **state)
+{
+	(void)state;
+	assert_error(req("GET", "/api/v1/vm.balloon", NULL), 409, "no virtio-balloon");
+	assert_error(req("PUT", "/api/v1/vm.balloon", "{\"memory_bytes\":1}"), 409,
+	             "no virtio-balloon");
+	m.balloon = (struct machine_balloon){&m, fake_set_target, fake_info};
+	req("PUT", "/api/v1/vm.balloon", "{\"memory_bytes\":268435456}");
+	assert_int_equal(r.status, 204);
+	assert_int_equal(fake_target, 256u << 20);
+	assert_contains(req("GET", "/api/v1/vm.balloon", NULL),
+	                "{\"memory_bytes\":536870912,\"target_bytes\":268435456,"
+	                "\"actual_bytes\":268435456,\"reported_bytes\":4096,"
+	                "\"free_page_reporting\":true,\"deflate_on_oom\":false,");
+	assert_contains(req("GET", "/api/v1/vm.balloon", NULL), "\"stats\":{\"free_memory\":1000}");
+	assert_int_equal(fake_refresh, 500);
+	assert_contains(req("GET", "/api/v1/vm.info", NULL), "\"balloon\":{\"memory_bytes\":");
+	assert_int_equal(fake_refresh, 0);
+	assert_error(req("PUT", "/api/v1/vm.balloon", "{\"memory_bytes\":1073741824}"), 400,
+	             "more than the RAM");
+	static const char *const bad[] = {"",
+	                                  "{}",
+	                                  "{\"memory_bytes\":-1}",
+	                                  "{\"memory_bytes\":1.5}",
+	                                  "{\"memory_bytes\":\"1G\"}",
+	                                  "{\"memory_bytes\":1,\"x\":2}",
+	                                  "[1]"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_error(req("PUT", "/api/v1/vm.balloon", bad[i]), 400, "memory_bytes");
+	assert_error(req("DELETE", "/api/v1/vm.balloon", NULL), 405, "use GET");
+	m.balloon = (struct machine_balloon){0};
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -560,6 +624,7 @@ int main(void)
 	    T(test_media_bad_bodies),
 	    T(test_media_insert_plain),
 	    T(test_media_insert_fd),
+	    T(test_balloon),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

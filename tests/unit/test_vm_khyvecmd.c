@@ -642,6 +642,22 @@ static void test_networks(void **state)
 	assert_string_equal(err, "network3: no tap interface was made for it");
 }
 
+/* balloon="yes": a virtio-balloon after virtio-rnd; memory_merge="yes":
+ * -o memory.merge=true. */
+static void test_balloon_and_merge(void **state)
+{
+	(void)state;
+	assert_int_equal(build("loader=bios\nvirt_random=\"yes\"\nballoon=\"yes\"\n"
+	                       "memory_merge=\"yes\"\nstart_slot=\"7\"\n",
+	                       &started),
+	                 0);
+	assert_has(" -o memory.merge=true ");
+	assert_has(" -s 7,virtio-rnd -s 8,virtio-balloon -s 31,lpc ");
+	assert_int_equal(build("loader=bios\nballoon=\"no\"\n", &started), 0);
+	assert_null(strstr(line, "virtio-balloon"));
+	assert_null(strstr(line, "memory.merge"));
+}
+
 /* virtio-rnd after the NICs; slots run out at 30. */
 static void test_slots(void **state)
 {
@@ -905,6 +921,7 @@ int main(void)
 	    T(test_host_paths),
 	    T(test_networks),
 	    T(test_slots),
+	    T(test_balloon_and_merge),
 	    T(test_comports),
 	    T(test_bad_values),
 	    T(test_warnings),

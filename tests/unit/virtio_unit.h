@@ -80,7 +80,10 @@ static inline int vu_setup(struct mevent_loop *loop)
 {
 	char err[256] = "";
 
-	vu_ram = calloc(1, VU_RAM_SIZE);
+	/* Page-aligned, as guest RAM is (virtio-balloon discards pages). */
+	vu_ram = aligned_alloc(4096, VU_RAM_SIZE);
+	if (vu_ram != NULL)
+		memset(vu_ram, 0, VU_RAM_SIZE);
 	if (vu_ram == NULL ||
 	    machine_init_detached(&vu_m, "unit", vu_ram, VU_RAM_GPA, VU_RAM_SIZE) < 0)
 		return -1;
