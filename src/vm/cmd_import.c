@@ -222,6 +222,8 @@ static struct rcconf *make_settings(const struct vm_sys *sys, struct imp_guest *
 		rcconf_set(rc, "virt_random", "yes");
 	if (g->tpm)
 		rcconf_set(rc, "tpm", "yes");
+	if (g->balloon)
+		rcconf_set(rc, "balloon", "yes");
 	for (unsigned n = 0; n < g->ndisk; n++) {
 		const struct imp_disk *d = &g->disk[n];
 		char file[32];

@@ -53,7 +53,8 @@ struct imp_guest {
 	unsigned cpus, sockets, cores, threads; /* threads 0: not given */
 	unsigned long long memory_mib;
 	bool uefi, graphics, tablet, localtime, rng, windows;
-	bool tpm; /* a TPM 2.0: vm's tpm="yes" (a new swtpm state) */
+	bool tpm;     /* a TPM 2.0: vm's tpm="yes" (a new swtpm state) */
+	bool balloon; /* a virtio memory balloon: vm's balloon="yes" */
 	struct imp_disk disk[IMP_MAX_DISKS];
 	size_t ndisk;
 	struct imp_nic nic[IMP_MAX_NICS];

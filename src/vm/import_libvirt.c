@@ -348,9 +348,8 @@ static int lv_interface(struct lv *l, const xmlNode *n)
 /* Devices taken in silence: khyve gives every guest its own of these. */
 static bool lv_device_implied(const xmlNode *n)
 {
-	static const char *const names[] = {"emulator",   "controller", "video",
-	                                    "memballoon", "serial",     "console",
-	                                    "channel",    "input",      NULL};
+	static const char *const names[] = {"emulator", "controller", "video", "serial",
+	                                    "console",  "channel",    "input", NULL};
 
 	for (const char *const *p = names; *p; p++)
 		if (is(n, *p))
@@ -402,6 +401,11 @@ static int lv_device(struct lv *l, const xmlNode *n)
 	}
 	if (is(n, "tpm"))
 		return lv_tpm(l, n);
+	if (is(n, "memballoon")) {
+		attr(n, "model", type, sizeof(type));
+		l->g->balloon = !strcmp(type, "virtio");
+		return 0;
+	}
 	if (!lv_device_implied(n))
 		imp_note(l->g, "<%s>: not mapped", (const char *)n->name);
 	return 0;

@@ -400,7 +400,6 @@ static const char *pve_why(const char *key)
 	    {"unused", "an unused disk is not imported"},
 	    {"agent", "no guest agent channel"},
 	    {"onboot", "add the guest to vm_list in khyve.conf to start it at boot"},
-	    {"balloon", "no memory balloon"},
 	    {"audio", "no sound device"},
 	    {"numa", "no NUMA topology"},
 	    {"cpu", "khyve gives the guest the host's CPU model"},
@@ -473,6 +472,17 @@ static int pve_key(struct pve *p, const char *key, const char *v)
 		g->rng = true;
 	} else if (!strcmp(key, "efidisk0")) {
 		return pve_efidisk(p, key, v);
+	} else if (!strcmp(key, "balloon")) {
+		/* Proxmox's balloon is the guest's minimum in MiB; 0 turns it off. */
+		if (pve_uint(p, key, v, 0, UINT_MAX, &u) < 0)
+			return -1;
+		g->balloon = u != 0;
+		if (u != 0)
+			imp_note(g,
+			         "balloon: %u: the balloon is there (balloon=\"yes\"); "
+			         "khyvectl --balloon=SIZE sets its size, nothing keeps %u MiB as "
+			         "the floor",
+			         u, u);
 	} else if (!strncmp(key, "tpmstate", 8)) {
 		g->tpm = true;
 		imp_note(g,
