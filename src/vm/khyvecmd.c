@@ -735,6 +735,51 @@ static int add_random(struct build *b)
 	return take_slot(b, &slot) < 0 ? -1 : add_device(b, slot, "virtio-rnd");
 }
 
+/* "B/S/F" with bus <= 255, slot <= 31, func <= 7 (decimal, as bhyve). */
+static bool bsf_valid(const char *v, unsigned *bus, unsigned *slot)
+{
+	unsigned fn;
+	char tail;
+
+	return sscanf(v, "%u/%u/%u%c", bus, slot, &fn, &tail) == 3 && *bus <= 255 && *slot <= 31 &&
+	       fn <= 7 && strspn(v, "0123456789/") == strlen(v);
+}
+
+/*
+ * vm-bhyve's passthruN="B/S/F": each host device in a slot of its own,
+ * but functions of one host slot (passthru0="2/0/0", passthru1="2/0/1")
+ * share a guest slot as functions 0, 1, ..., as vm-bhyve does.  Any
+ * passthrough device wires the guest's memory (-S), as vm-bhyve adds.
+ */
+static int add_passthru(struct build *b)
+{
+	unsigned slot = 0, func = 0, last_bus = 256, last_slot = 32;
+	char key[48];
+
+	for (unsigned n = 0;; n++) {
+		const char *v = setting(b, nth_key(key, "passthru", n, ""));
+		unsigned bus, hslot;
+
+		if (v == NULL)
+			break;
+		if (!bsf_valid(v, &bus, &hslot))
+			return bad_value(b, key, "want BUS/SLOT/FUNCTION, e.g. 2/0/0");
+		if (bus == last_bus && hslot == last_slot && func < 7)
+			func++;
+		else if (take_slot(b, &slot) < 0)
+			return -1;
+		else
+			func = 0;
+		last_bus = bus;
+		last_slot = hslot;
+		if (add(b, "-s") < 0 || addf(b, "%u:%u,passthru,%s", slot, func, v) < 0)
+			return -1;
+		if (n == 0 && !setting_yes(b, "wired_memory", false) && add(b, "-S") < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* ---- graphics ---- */
 
 /* One of vm-bhyve's checkyesno words, any case: true with *out set. */
@@ -1101,8 +1146,6 @@ static const char *unsupported_feature(const struct build *b, const char *key)
 
 	if (strcmp(key, "sound") == 0 && setting_yes(b, key, false))
 		return "sound";
-	if (numbered_key(key, "passthru", bare) && setting(b, key))
-		return "passthru";
 	if (numbered_key(key, "virt_console", bare) && setting(b, key))
 		return "virt_console";
 	if (strncmp(key, "limit_", 6) == 0 && setting(b, key))
@@ -1156,7 +1199,7 @@ static int build_command(struct build *b)
 		return -1;
 	if (add_hostbridge(b) < 0 || add_grub_image(b) < 0 ||
 	    add_install_media(b, install_slot) < 0 || add_disks(b) < 0 || add_nics(b) < 0 ||
-	    add_random(b) < 0 || add_fbuf(b) < 0 || add_xhci(b) < 0 ||
+	    add_random(b) < 0 || add_passthru(b) < 0 || add_fbuf(b) < 0 || add_xhci(b) < 0 ||
 	    add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
 		return -1;
 	if (add_boot(b) < 0 || add_comports(b) < 0 || add_api_socket(b) < 0 ||
