@@ -487,6 +487,7 @@ lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(VNCSHOT_BIN)
 	@tests/lab/net
 	@tests/lab/firmware
 	@tests/lab/nvme
+	@tests/lab/passthru
 	@tests/lab/durable
 	@tests/lab/vm-grub
 	@tests/lab/vm-newcomer

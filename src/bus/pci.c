@@ -1313,9 +1313,17 @@ static const struct state_ops pci_state_ops = {
 
 /* An emulation without save/restore: save NULL makes a checkpoint refuse
  * it up front, and there is no section of it to restore. */
+static const char *pci_never_saved(void *arg)
+{
+	const struct pci_func *f = arg;
+
+	return f->de->never_saved;
+}
+
 static const struct state_ops pci_unsaveable_ops = {
     .quiesce = pci_state_quiesce,
     .unquiesce = pci_state_unquiesce,
+    .never_saved = pci_never_saved,
 };
 
 static int register_state(struct pci_func *f, char *err, size_t errlen)

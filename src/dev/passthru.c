@@ -628,6 +628,8 @@ PCI_DEVEMU(passthru) = {
     .cfg_write = passthru_cfg_write,
     .vector_changed = passthru_vector_changed,
     .bar_moved = passthru_bar_moved,
-    /* No save: a device's own state cannot be read out, so a checkpoint
-     * or migration refuses "pci.B.S.F.passthru cannot be saved". */
+    /* No save: the device's state is in the hardware and cannot be read
+     * out, so a checkpoint, a suspend or a migration refuses. */
+    .never_saved = "a passed-through host device's state is in the hardware (no checkpoint, "
+                   "suspend or migration while one is present)",
 };

@@ -3,13 +3,16 @@
  * (pci_adopt_msix_cap in src/bus/pci.h, as PCI passthrough uses): the
  * table and PBA share a BAR with the device's registers, so only their
  * offsets are the bus's and every other access reaches the emulation.
- * Its own binary: pci.c keeps one process-wide table of functions.
+ * Also the refusal to save an emulation that can never be saved
+ * (pci_devemu.never_saved).  Its own binary: pci.c keeps one
+ * process-wide table of functions.
  */
 #include "unit.h"
 
 #include "bus/pci.h"
 #include "core/iobus.h"
 #include "core/machine.h"
+#include "core/snapshot.h"
 #include "lib/config.h"
 
 #define SHARED_VECS     8
@@ -87,6 +90,26 @@ PCI_DEVEMU(unit_shared) = {
     .bar_read = sdev_bar_read,
     .bar_write = sdev_bar_write,
     .vector_changed = sdev_vector_changed,
+    .save = pci_save_nothing,
+    .restore = pci_restore_nothing,
+};
+
+/* A function that can never be saved, as passthru. */
+static int nosave_init(struct machine *mm, struct pci_func *f, struct config_node *node, char *err,
+                       size_t errlen)
+{
+	(void)mm;
+	(void)node;
+	(void)err;
+	(void)errlen;
+	pci_set_ids(f, 0x1234, 0x6666, 0xff, 0, 0, 0);
+	return 0;
+}
+
+PCI_DEVEMU(unit_nosave) = {
+    .name = "unit-nosave",
+    .init = nosave_init,
+    .never_saved = "its state is in the hardware",
 };
 
 static struct machine m;
@@ -117,6 +140,7 @@ static void test_shared_bar(void **state)
 	machine_init_detached(&m, "unit", NULL, 0, 0);
 	config_reset();
 	assert_int_equal(config_set("pci.0.3.0.device", "unit-shared"), 0);
+	assert_int_equal(config_set("pci.0.4.0.device", "unit-nosave"), 0);
 	if (pci_init(&m, err, sizeof(err)) < 0)
 		fail_msg("pci_init: %s", err);
 	f = pci_get(0);
@@ -166,6 +190,11 @@ static void test_shared_bar(void **state)
 	/* Bad adoptions are refused. */
 	assert_int_equal(pci_adopt_msix_cap(f, f->msix.cap, 4, 0, 0, 0, 0x1000), -1);
 	assert_int_equal(pci_adopt_msix_cap(pci_get(0), 0x20, 4, 0, 0, 0, 0x1000), -1);
+
+	/* A checkpoint or migration refuses with the emulation's reason. */
+	assert_int_equal(machine_state_saveable(&m, err, sizeof(err)), -1);
+	assert_string_equal(err,
+	                    "pci.0.4.0.unit-nosave cannot be saved: its state is in the hardware");
 }
 
 int main(void)
