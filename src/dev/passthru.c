@@ -476,27 +476,28 @@ static void use_intx(struct passthru *sc)
 static void passthru_vector_changed(struct pci_func *f)
 {
 	struct passthru *sc = f->softc;
-	bool want = pci_msix_enabled(f);
 	unsigned count = f->msix.table_count;
-	int *fds;
+	int *fds = NULL;
+	bool want = pci_msix_enabled(f);
 
-	if (want == (sc->irq_index == VFIO_PCI_MSIX_IRQ_INDEX))
-		return;
-	if (!want) {
-		pthread_mutex_lock(&sc->lock);
-		if (!sc->gone)
-			use_intx(sc);
-		pthread_mutex_unlock(&sc->lock);
-		return;
+	/* The vectors' fds first: pci_msix_irqfd takes the config lock,
+	 * which comes before ours.  They stay the same for the function's
+	 * life, so a second vCPU doing the same finds the same fds. */
+	if (want) {
+		fds = calloc(count, sizeof(*fds));
+		if (fds == NULL)
+			return;
+		for (unsigned v = 0; v < count; v++)
+			fds[v] = pci_msix_irqfd(f, v);
 	}
-	fds = calloc(count, sizeof(*fds));
-	if (fds == NULL)
-		return;
-	for (unsigned v = 0; v < count; v++)
-		fds[v] = pci_msix_irqfd(f, v);
 	pthread_mutex_lock(&sc->lock);
-	if (!sc->gone)
-		use_msix(sc, fds, count);
+	want = pci_msix_enabled(f);
+	if (!sc->gone && want != (sc->irq_index == VFIO_PCI_MSIX_IRQ_INDEX)) {
+		if (want && fds != NULL)
+			use_msix(sc, fds, count);
+		else if (!want)
+			use_intx(sc);
+	}
 	pthread_mutex_unlock(&sc->lock);
 	free(fds);
 }
