@@ -381,18 +381,18 @@ int vfio_set_irq_eventfds(struct vfio_dev *d, unsigned index, const int *fds, un
 
 int vfio_set_intx_unmask_fd(struct vfio_dev *d, int fd)
 {
-	struct {
+	/* struct vfio_irq_set ends in a flexible array: one int32 after it. */
+	union {
 		struct vfio_irq_set s;
-		int32_t fd;
-	} req = {
-	    .s = {.argsz = sizeof(req),
-	          .flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_UNMASK,
-	          .index = VFIO_PCI_INTX_IRQ_INDEX,
-	          .start = 0,
-	          .count = 1},
-	    .fd = fd,
-	};
+		uint8_t bytes[sizeof(struct vfio_irq_set) + sizeof(int32_t)];
+	} req = {.s = {.argsz = sizeof(req),
+	               .flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_UNMASK,
+	               .index = VFIO_PCI_INTX_IRQ_INDEX,
+	               .start = 0,
+	               .count = 1}};
+	int32_t fd32 = fd;
 
+	memcpy(req.bytes + sizeof(struct vfio_irq_set), &fd32, sizeof(fd32));
 	return ioctl(d->fd, VFIO_DEVICE_SET_IRQS, &req) < 0 ? -1 : 0;
 }
 

@@ -43,6 +43,7 @@
 #include "bus/pci.h"
 #include "core/machine.h"
 #include "core/mevent.h"
+#include "dev/passthru.h"
 #include "lib/config.h"
 #include "lib/log.h"
 #include "vmm/irq.h"
@@ -82,6 +83,8 @@ struct passthru {
 };
 
 static struct ratelimit pt_rl = RATELIMIT_INIT;
+
+int (*passthru_test_open)(struct vfio_dev *dev, const char *host, char *err, size_t errlen);
 
 /* ---- options ---- */
 
@@ -576,6 +579,8 @@ static int open_host_device(struct passthru *sc, struct config_node *node, char 
 	if (vfio_parse_addr(host, &a, err, errlen) < 0)
 		return -1;
 	vfio_addr_str(&a, sc->name, sizeof(sc->name));
+	if (passthru_test_open != NULL)
+		return passthru_test_open(&sc->dev, host, err, errlen);
 	if (vfio_check_host(host_root(), &a, &group, err, errlen) < 0 ||
 	    vfio_open(&sc->dev, host_root(), &a, group, &sc->f->m->vm.mem, err, errlen) < 0)
 		return -1;
