@@ -80,6 +80,7 @@ struct passthru {
 	int irq_index; /* VFIO IRQ index the device now uses, -1 none */
 	int intx_fd, intx_unmask_fd;
 	int req_fd;
+	bool reset; /* VFIO_DEVICE_RESET worked at start */
 };
 
 static struct ratelimit pt_rl = RATELIMIT_INIT;
@@ -584,9 +585,23 @@ static int open_host_device(struct passthru *sc, struct config_node *node, char 
 	if (vfio_check_host(host_root(), &a, &group, err, errlen) < 0 ||
 	    vfio_open(&sc->dev, host_root(), &a, group, &sc->f->m->vm.mem, err, errlen) < 0)
 		return -1;
-	if (vfio_reset(&sc->dev) < 0)
-		log_debug("passthru %s: no function-level reset", sc->name);
+	sc->reset = vfio_reset(&sc->dev) == 0;
 	return 0;
+}
+
+/* BARs the device has, or (mapped) those with a part mmapped as a slot. */
+static unsigned count_bars(const struct passthru *sc, bool mapped)
+{
+	unsigned n = 0;
+
+	for (int i = 0; i < PCI_NBARS; i++) {
+		const struct pci_bar *b = &sc->f->bar[i];
+
+		if (b->type != PCI_BAR_NONE && b->type != PCI_BAR_MEM64_HI &&
+		    (!mapped || sc->bar[i].npieces > 0))
+			n++;
+	}
+	return n;
 }
 
 static int passthru_init(struct machine *m, struct pci_func *f, struct config_node *node, char *err,
@@ -614,8 +629,12 @@ static int passthru_init(struct machine *m, struct pci_func *f, struct config_no
 	map_bars(sc);
 	setup_intx(sc);
 	watch_requests(sc);
-	log_info("passthru %s: %04x:%04x in slot %u", sc->name, pci_get_cfg(f, PCIR_VENDOR, 2),
-	         pci_get_cfg(f, PCIR_DEVICE, 2), f->slot);
+	log_info("passthru %s: %04x:%04x in slot %u, %u of %u BARs mapped into the guest, MSI-X "
+	         "%u vectors, INTx %s, %s",
+	         sc->name, pci_get_cfg(f, PCIR_VENDOR, 2), pci_get_cfg(f, PCIR_DEVICE, 2), f->slot,
+	         count_bars(sc, true), count_bars(sc, false), f->msix.table_count,
+	         sc->intx_fd >= 0 && sc->irq_index == VFIO_PCI_INTX_IRQ_INDEX ? "on" : "off",
+	         sc->reset ? "reset" : "not reset (no function-level reset)");
 	return 0;
 }
 
