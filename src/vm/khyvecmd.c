@@ -472,7 +472,9 @@ static int add_flags(struct build *b)
 
 	if (add(b, "-A") < 0 || add(b, "-H") < 0 || add(b, "-P") < 0 || add(b, "-w") < 0)
 		return -1;
-	if (setting_yes(b, "wired_memory", false) && add(b, "-S") < 0)
+	/* vm-bhyve wires the memory of a guest with passthrough devices. */
+	if ((setting_yes(b, "wired_memory", false) || setting(b, "passthru0") != NULL) &&
+	    add(b, "-S") < 0)
 		return -1;
 	if (setting_yes(b, "utctime", true) && add(b, "-u") < 0)
 		return -1;
@@ -748,8 +750,8 @@ static bool bsf_valid(const char *v, unsigned *bus, unsigned *slot)
 /*
  * vm-bhyve's passthruN="B/S/F": each host device in a slot of its own,
  * but functions of one host slot (passthru0="2/0/0", passthru1="2/0/1")
- * share a guest slot as functions 0, 1, ..., as vm-bhyve does.  Any
- * passthrough device wires the guest's memory (-S), as vm-bhyve adds.
+ * share a guest slot as functions 0, 1, ..., as vm-bhyve does (add_flags
+ * wires the guest's memory, -S, as vm-bhyve does for them).
  */
 static int add_passthru(struct build *b)
 {
@@ -773,8 +775,6 @@ static int add_passthru(struct build *b)
 		last_bus = bus;
 		last_slot = hslot;
 		if (add(b, "-s") < 0 || addf(b, "%u:%u,passthru,%s", slot, func, v) < 0)
-			return -1;
-		if (n == 0 && !setting_yes(b, "wired_memory", false) && add(b, "-S") < 0)
 			return -1;
 	}
 	return 0;
