@@ -33,6 +33,8 @@ endif
 BUILD_PKGS += libcurl:libcurl4-openssl-dev
 # vm web: HTTPS and WebSockets (libwebsockets, OpenSSL), log-in through PAM.
 BUILD_PKGS += libwebsockets:libwebsockets-dev openssl:libssl-dev pam:libpam0g-dev
+# vm import: libvirt's domain XML.
+BUILD_PKGS += libxml-2.0:libxml2-dev
 pkg_module = $(word 1,$(subst :, ,$(1)))
 pkg_debian = $(word 2,$(subst :, ,$(1)))
 ifneq ($(filter-out check-deps check demo clean format format-check layering doc-tests print-vm-sources,$(or $(MAKECMDGOALS),all)),)
@@ -65,8 +67,11 @@ VM_SRC := $(sort $(wildcard src/vm/*.c src/web/*.c)) src/lib/parse.c src/lib/mac
           src/lib/tty_escape.c src/lib/strescape.c src/lib/apiclient.c src/lib/file.c
 VM_OBJ := $(VM_SRC:%.c=$(BUILD)/obj/%.o)
 VM_SAN_OBJ := $(VM_SRC:%.c=$(BUILD)/san/obj/%.o)
-VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd libcurl libwebsockets openssl pam 2>/dev/null || \
-             echo -lcjson -lmd -lcurl -lwebsockets -lssl -lcrypto -lpam)
+VM_LIBS := $(shell $(PKG_CONFIG) --libs libcjson libmd libcurl libwebsockets openssl pam libxml-2.0 2>/dev/null || \
+             echo -lcjson -lmd -lcurl -lwebsockets -lssl -lcrypto -lpam -lxml2)
+# vm import reads libvirt's domain XML with libxml2.
+VM_CFLAGS := $(shell $(PKG_CONFIG) --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
+CPPFLAGS += $(VM_CFLAGS)
 VM_ONLY_OBJ := $(filter $(BUILD)/obj/src/vm/% $(BUILD)/obj/src/web/% $(BUILD)/obj/src/lib/apiclient.o,$(VM_OBJ))
 VM_ONLY_SAN_OBJ := $(filter $(BUILD)/san/obj/src/vm/% $(BUILD)/san/obj/src/web/% $(BUILD)/san/obj/src/lib/apiclient.o,$(VM_SAN_OBJ))
 
@@ -97,9 +102,9 @@ GUEST_ROM  := $(GUEST_SRC:tests/guests/%.S=$(BUILD)/guests/%.rom)
 all: $(BUILD)/bin/khyve $(BUILD)/bin/vm $(BUILD)/bin/khyvectl $(WEB_STAMP)
 
 # What vm's code needs besides src/vm, for tests that link it themselves
-# (tests/lab/vm-grub's driver).
+# (tests/lab/vm-grub's driver): its compiler flags, sources and libraries.
 print-vm-sources:
-	@echo $(filter-out src/vm/%,$(VM_SRC)) $(VM_LIBS)
+	@echo $(VM_CFLAGS) $(filter-out src/vm/%,$(VM_SRC)) $(VM_LIBS)
 
 $(BUILD)/bin/vm: $(VM_OBJ) $(BUILD)/obj/src/cmd/vm.o
 	@mkdir -p $(@D)
@@ -305,6 +310,11 @@ $(BUILD)/fuzz/fuzz_virtio_net $(BUILD)/fuzz/fuzz_e1000: FUZZ_LINK_OUT := $(BUILD
 # fuzz_web: /metrics' text (its handler's callees are the target's stand-ins).
 $(BUILD)/fuzz/fuzz_web: FUZZ_LINK_IN := $(BUILD)/fuzz/obj/src/web/metrics.o
 $(BUILD)/fuzz/fuzz_web: $(BUILD)/fuzz/obj/src/web/metrics.o
+# fuzz_import: vm import's readers (libxml2 for the libvirt XML).
+IMPORT_FUZZ_OBJ := $(BUILD)/fuzz/obj/src/vm/import_pve.o $(BUILD)/fuzz/obj/src/vm/import_libvirt.o
+$(BUILD)/fuzz/fuzz_import: FUZZ_LINK_IN := $(IMPORT_FUZZ_OBJ) \
+	$(shell $(PKG_CONFIG) --libs libxml-2.0 2>/dev/null || echo -lxml2)
+$(BUILD)/fuzz/fuzz_import: $(IMPORT_FUZZ_OBJ)
 
 # Named outside the pattern rule, so make keeps the objects rather than
 # deleting them as intermediates (and rebuilding them on the next run).
@@ -362,7 +372,8 @@ check-deps:
 		ovmf grub-efi-amd64-bin ninja-build meson libglib2.0-dev libpixman-1-dev libcap-ng-dev \
 		libattr1-dev libfdt-dev groff-base man-db mandoc \
 		tesseract-ocr debian-installer-12-netboot-amd64 libcurl4-openssl-dev \
-		libwebsockets-dev libssl-dev libpam0g-dev chromium novnc prometheus openssl nodejs
+		libwebsockets-dev libssl-dev libpam0g-dev libxml2-dev chromium novnc prometheus openssl nodejs \
+		swtpm swtpm-tools tpm2-tools
 	@# vm web's xterm.js comes from npm (nodesource's nodejs ships it).
 	@command -v npm >/dev/null 2>&1 || scripts/need-packages npm
 
@@ -478,7 +489,7 @@ ha-tests: $(BUILD)/bin/vm $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/gues
 	@tests/ha/agent $(BUILD)
 	@timeout -k 20 400 tests/ha/cluster $(BUILD)
 
-lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(VNCSHOT_BIN)
+lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/bin/vm $(VNCSHOT_BIN)
 	@tests/lab/graphics
 	@tests/lab/demo
 	@tests/lab/linux-boot

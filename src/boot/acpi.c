@@ -387,6 +387,25 @@ static size_t build_mcfg(struct tbuf *t, const struct acpi_config *cfg)
 	return off;
 }
 
+/* TPM2 (TCG ACPI Specification 1.3, section 8.3), revision 4: a client
+ * platform's TPM 2.0 with the start method "command response buffer" (7)
+ * and its 12 bytes of start method parameters (none for it); no event log
+ * area (LAML and LASA 0), as there is no firmware measuring the boot. */
+#define TPM2_START_METHOD_CRB 7
+
+static size_t build_tpm2(struct tbuf *t, uint64_t control_area)
+{
+	const uint32_t len = 76;
+	size_t off = alloc(t, len, 16);
+
+	put(t, off + 36, 0, 2); /* platform class: client */
+	put(t, off + 40, control_area, 8);
+	put(t, off + 48, TPM2_START_METHOD_CRB, 4);
+	header(t, off, "TPM2", len, 4);
+	finish(t, off, len);
+	return off;
+}
+
 static size_t build_xsdt(struct tbuf *t, const size_t *tables, unsigned n, bool wide)
 {
 	unsigned esz = wide ? 8 : 4;
@@ -437,7 +456,7 @@ size_t acpi_build_linked(uint8_t *buf, size_t cap, const struct acpi_config *cfg
 static size_t build_all(struct tbuf *t0, const struct acpi_config *cfg)
 {
 	struct tbuf t = *t0;
-	size_t rsdp, facs, dsdt, fadt, madt, rsdt, xsdt, tables[3];
+	size_t rsdp, facs, dsdt, fadt, madt, rsdt, xsdt, tables[4];
 	unsigned ntables = 2;
 
 	if (cfg->ncpus == 0 || cfg->ncpus > ACPI_MAX_CPUS)
@@ -451,6 +470,8 @@ static size_t build_all(struct tbuf *t0, const struct acpi_config *cfg)
 	tables[1] = madt;
 	if (cfg->ecam_size > 0)
 		tables[ntables++] = build_mcfg(&t, cfg);
+	if (cfg->tpm2_control_area != 0)
+		tables[ntables++] = build_tpm2(&t, cfg->tpm2_control_area);
 	rsdt = build_xsdt(&t, tables, ntables, false);
 	xsdt = build_xsdt(&t, tables, ntables, true);
 	build_rsdp(&t, rsdp, rsdt, xsdt);

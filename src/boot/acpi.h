@@ -36,6 +36,10 @@ struct acpi_config {
 	/* A legacy VGA exists (fbuf vga=on|io): the FADT's IAPC_BOOT_ARCH
 	 * then clears "VGA Not Present" (ACPI 6.4 table 5.11). */
 	bool legacy_vga;
+	/* A TPM 2.0 behind the CRB interface (dev/tpm_crb.h): the guest-
+	 * physical address of its control area, for the TPM2 table; 0 for
+	 * none. */
+	uint64_t tpm2_control_area;
 };
 
 /*

@@ -58,6 +58,7 @@ const struct vm_command vm_commands[] = {
     {"iso", cmd_iso, "iso [url|file]"},
     {"img", cmd_img, "img [url|file]"},
     {"clone", cmd_clone, "clone name[@snapshot] new-name"},
+    {"import", cmd_import, "import [-d dir] file [name]"},
     {"snapshot", cmd_snapshot, "snapshot [-f] [-m] name[@snapshot]"},
     {"rollback", cmd_rollback, "rollback [-r] name@snapshot"},
     {"web", cmd_web, "web [-l addr:port] [-c cert -k key]"},

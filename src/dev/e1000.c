@@ -5,7 +5,9 @@
  * iPXE's intel driver use: the Microwire EEPROM (EECD) and EERD, the M88
  * PHY behind MDIC with the link up at 1000 full duplex, legacy receive
  * descriptors, legacy and extended transmit descriptors with IP/TCP/UDP
- * checksum insertion and TCP segmentation (done in software), the receive
+ * checksum insertion and TCP segmentation (TSO: a TCP packet goes to the
+ * tap whole as a virtio-net GSO frame, which the host's stack segments;
+ * UDP, ECN and a tap that refuses GSO are segmented here), the receive
  * address and multicast filters, clear-on-read statistics, and INTx with
  * ITR interrupt throttling.  The receive and transmit delay timers (RDTR,
  * RADV, TIDV, TADV) are kept but not applied: interrupts come at once,
@@ -110,7 +112,8 @@ struct e1000 {
 	uint64_t last_irq_ns, irq_due_ns; /* irq_due_ns: a deferred one, 0 none */
 	/* A direction stopped by a malformed ring until reprogrammed. */
 	bool rx_broken, tx_broken;
-	bool rx_paused; /* a checkpoint's quiesce */
+	unsigned gso_refusals; /* in a row; at GSO_REFUSALS_MAX, segment ourselves */
+	bool rx_paused;        /* a checkpoint's quiesce */
 	/* RARP announcements after a restore, sent by the receive thread. */
 	struct announce announce;
 	/* Receive: one frame read from the tap that waits for buffers. */
@@ -558,7 +561,73 @@ static bool tso_ctx_ok(const struct e1000_tx_ctx *c, size_t total)
 	       (unsigned)c->tucso + 2 <= c->hdrlen;
 }
 
-static void tso_send(struct e1000 *e, const uint8_t *pkt, size_t total)
+/* The virtio-net header's fields (virtio 1.2 section 5.1.6) for a TCP
+ * segmentation the tap's kernel does: one write instead of one per MSS,
+ * which is what makes a guest's bulk transmit cheap for the host stack. */
+#define VNET_F_NEEDS_CSUM 1
+#define VNET_GSO_TCPV4    1
+#define VNET_GSO_TCPV6    4
+#define GSO_REFUSALS_MAX  8
+
+static void put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+/* Hand a TCP TSO packet to the tap whole as a GSO frame, with the lengths
+ * and the checksum seed of the whole packet (the guest left both for the
+ * segments: Linux's e1000 writes tot_len 0 and a seed without the length).
+ * False when the tap refused it; the packet is then as it came. */
+static bool gso_send(struct e1000 *e, uint8_t *pkt, size_t total)
+{
+	const struct e1000_tx_ctx *c = &e->ctx;
+	uint8_t hdr[E1000_VNET_HDR] = {VNET_F_NEEDS_CSUM}, seed[2];
+	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {pkt, total}};
+	size_t l4len = total - c->tucss, payload = total - c->hdrlen, segs;
+	bool v4 = c->tucmd & E1000_TUCMD_IP;
+
+	if (e->gso_refusals >= GSO_REFUSALS_MAX || !(c->tucmd & E1000_TUCMD_TCP) ||
+	    (pkt[c->tucss + 13] & 0x80) || total - c->ipcss > 0xffff || payload <= c->mss)
+		return false; /* UDP, CWR (ECN), too long for one IP packet, or one segment */
+	memcpy(seed, pkt + c->tucso, 2);
+	put_be16(pkt + c->tucso, csum_fold((uint64_t)get_be16(seed) + l4len));
+	if (v4) {
+		put_be16(pkt + c->ipcss + 2, (uint16_t)(total - c->ipcss));
+		put_be16(pkt + c->ipcso, 0);
+		csum_insert(pkt, c->hdrlen, c->ipcss, c->ipcso,
+		            c->ipcse ? c->ipcse : c->tucss - 1u);
+	} else {
+		put_be16(pkt + c->ipcss + 4, (uint16_t)(total - c->ipcss - 40));
+	}
+	hdr[1] = v4 ? VNET_GSO_TCPV4 : VNET_GSO_TCPV6;
+	put_le16(hdr + 2, c->hdrlen);
+	put_le16(hdr + 4, c->mss);
+	put_le16(hdr + 6, c->tucss);
+	put_le16(hdr + 8, (uint16_t)(c->tucso - c->tucss));
+	if (writev(tap_fd(e->tap), iov, 2) < 0) {
+		if (errno != EINVAL) {
+			count(&e->tx.drops, 1); /* no room: dropped, as tx_send does */
+			return true;
+		}
+		/* This frame, or every one: after a few in a row, stop asking. */
+		e->gso_refusals++;
+		log_ratelimited(&e1000_rl, LOG_DEBUG,
+		                "e1000: the tap refused a GSO frame: segmenting in software");
+		memcpy(pkt + c->tucso, seed, 2);
+		return false;
+	}
+	e->gso_refusals = 0;
+	segs = (payload + c->mss - 1) / c->mss;
+	count(&e->tx.packets, segs ? segs : 1);
+	count(&e->tx.bytes, total + (segs > 1 ? (segs - 1) * c->hdrlen : 0));
+	for (size_t i = 0; i < segs; i++)
+		stats_frame(e, &tx_stats, pkt,
+		            c->hdrlen + (i + 1 < segs ? c->mss : payload - i * c->mss));
+	return true;
+}
+
+static void tso_send(struct e1000 *e, uint8_t *pkt, size_t total)
 {
 	size_t payload, off = 0;
 	unsigned i = 0;
@@ -568,6 +637,8 @@ static void tso_send(struct e1000 *e, const uint8_t *pkt, size_t total)
 		log_ratelimited(&e1000_rl, LOG_DEBUG, "e1000: TSO context unusable: dropped");
 		return;
 	}
+	if (gso_send(e, pkt, total))
+		return;
 	payload = total - e->ctx.hdrlen;
 	do {
 		size_t seg = payload - off < e->ctx.mss ? payload - off : e->ctx.mss;

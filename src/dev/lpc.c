@@ -146,6 +146,31 @@ static int parse_debugcon(const char *conf, char *err, size_t errlen)
 	return config_set("lpc.debugcon.path", conf);
 }
 
+/* bhyve 14: -l tpm,swtpm,PATH[,version=2.0]; the path may hold commas,
+ * so only a trailing version= is split off. */
+static int parse_tpm(const char *conf, char *err, size_t errlen)
+{
+	char buf[4200];
+	char *path, *version;
+
+	if (conf == NULL || strlen(conf) >= sizeof(buf) || strchr(conf, ',') == NULL) {
+		snprintf(err, errlen, "-l tpm needs a type and swtpm's socket: -l tpm,swtpm,PATH");
+		return -1;
+	}
+	snprintf(buf, sizeof(buf), "%s", conf);
+	path = strchr(buf, ',');
+	*path++ = '\0';
+	version = strstr(path, ",version=");
+	if (version != NULL) {
+		*version = '\0';
+		if (config_set("lpc.tpm.version", version + 9) < 0)
+			return -1;
+	}
+	if (config_set("lpc.tpm.type", buf) < 0 || config_set("lpc.tpm.path", path) < 0)
+		return -1;
+	return 0;
+}
+
 /* The key that -l NAME sets first, so a second -l NAME can be refused
  * (it would silently replace the first). */
 static const char *main_key(const char *name, char *buf, size_t len)
@@ -154,6 +179,8 @@ static const char *main_key(const char *name, char *buf, size_t len)
 		snprintf(buf, len, "lpc.%s.path", name);
 	else if (strcmp(name, "debugcon") == 0)
 		snprintf(buf, len, "lpc.debugcon.path");
+	else if (strcmp(name, "tpm") == 0)
+		snprintf(buf, len, "lpc.tpm.type");
 	else
 		snprintf(buf, len, "lpc.%s", name);
 	return buf;
@@ -188,6 +215,8 @@ int lpc_parse_option(const char *opt, char *err, size_t errlen)
 		rc = parse_testdev(conf, err, errlen);
 	else if (strcmp(name, "debugcon") == 0)
 		rc = parse_debugcon(conf, err, errlen);
+	else if (strcmp(name, "tpm") == 0)
+		rc = parse_tpm(conf, err, errlen);
 	else if (strcmp(name, "fwcfg") == 0) /* bhyve: -l fwcfg,qemu */
 		rc = config_set("lpc.fwcfg", conf != NULL && *conf != '\0' ? conf : "qemu");
 	else {

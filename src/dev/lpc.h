@@ -69,6 +69,7 @@ int lpc_print_device_usage(FILE *out, const char *name);
  *   pc-testdev[,debugcon=F] lpc.pc-testdev=true, lpc.pc-testdev-debugcon=F
  *   debugcon,FILE           lpc.debugcon.path=FILE (firmware log, port 0x402)
  *   fwcfg[,qemu|none]       lpc.fwcfg=qemu (QEMU's fw_cfg, dev/fw_cfg.h)
+ *   tpm,swtpm,PATH[,version=2.0]  lpc.tpm.type, .path, .version (dev/tpm_crb.h)
  * Returns 0, or -1 with a one-line reason in `err`.
  */
 int lpc_parse_option(const char *opt, char *err, size_t errlen);

@@ -168,6 +168,11 @@ static const int p9_calls[] = {
 	SCMP_SYS(renameat), SCMP_SYS(renameat2), SCMP_SYS(symlinkat), SCMP_SYS(readlinkat),
 	SCMP_SYS(linkat), SCMP_SYS(fcntl), END};
 
+/* The TPM's worker (dev/tpm_crb.c): send and receive on swtpm's socket,
+ * poll for its timeout. */
+static const int tpm_calls[] = {
+	SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(sendto), SCMP_SYS(recvfrom), END};
+
 #ifdef SANDBOX_SANITIZERS
 /* ASan/UBSan/LSan builds (detected at compile time): the runtime's own
  * bookkeeping, its reports (/proc/self/maps, symbolising) and, in the
@@ -274,6 +279,7 @@ static const struct role_desc role_table[SANDBOX_NROLES] = {
                      KICKS_VCPUS | OPEN_FAILS},
     [SANDBOX_CONSOLE] = {"console", console_calls, {kvm_run_ioctls}, 0},
     [SANDBOX_P9] = {"9p", p9_calls, {kvm_run_ioctls}, 0},
+    [SANDBOX_TPM] = {"tpm", tpm_calls, {NULL}, 0},
 };
 
 /* ---- state ---- */

@@ -38,6 +38,7 @@ enum sandbox_role {
 	SANDBOX_API,           /* the API thread (run/api.c): HTTP on its unix socket */
 	SANDBOX_CONSOLE,       /* virtio-console's queue thread: output to its sockets */
 	SANDBOX_P9,            /* virtio-9p's request thread: file operations in its share */
+	SANDBOX_TPM,           /* the TPM's worker: commands to swtpm's socket */
 	SANDBOX_NROLES
 };
 

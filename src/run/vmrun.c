@@ -24,6 +24,7 @@
 #include "dev/lpc.h"
 #include "dev/pflash.h"
 #include "dev/pm.h"
+#include "dev/tpm_crb.h"
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/parse.h"
@@ -140,6 +141,7 @@ static void fill_acpi_config(struct machine *m, struct acpi_config *cfg)
 	cfg->pci_dsdt = pci_write_dsdt;
 	cfg->lpc_dsdt = lpc_write_dsdt;
 	cfg->legacy_vga = fbuf_legacy_vga();
+	cfg->tpm2_control_area = tpm_crb_control_area();
 }
 
 /* ACPI tables at ACPI_TABLES_GPA; returns the RSDP's address or 0. */

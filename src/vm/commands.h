@@ -62,4 +62,7 @@ int cmd_clone(struct vm_sys *sys, int argc, char **argv);
 int cmd_snapshot(struct vm_sys *sys, int argc, char **argv);
 int cmd_rollback(struct vm_sys *sys, int argc, char **argv);
 
+/* cmd_import.c (import.h): a Proxmox VE or libvirt guest */
+int cmd_import(struct vm_sys *sys, int argc, char **argv);
+
 #endif

@@ -39,6 +39,7 @@
 #include "lib/mac.h"
 #include "lib/parse.h"
 #include "vm/graphics.h"
+#include "vm/tpm.h"
 #include "vm/live.h"
 #include "vm/net.h"
 #include "vm/paths.h"
@@ -1123,7 +1124,7 @@ static bool key_known(const char *key)
 	    "grub_run_dir", "grub_run_file", "grub_run_partition", "bhyveload_args",
 	    "bhyveload_loader", "linux_kernel", "linux_initrd", "linux_cmdline", "linux_kernel_dev",
 	    "linux_initrd_dev", "bhyve_options_dev", "console", "guest", "nulliso_fix", "zfs_dataset_opts",
-	    "zfs_zvol_opts", "limit_pcpu", "limit_rbps", "limit_riops", "limit_wbps", "limit_wiops",
+	    "zfs_zvol_opts", "tpm", "limit_pcpu", "limit_rbps", "limit_riops", "limit_wbps", "limit_wiops",
 	    NULL};
 	/* clang-format on */
 	static const char *const disk[] = {"_type", "_name", "_dev", "_opts", "_size", NULL};
@@ -1189,6 +1190,22 @@ static int add_pm_function(struct build *b)
 	return add(b, "-s") < 0 ? -1 : add(b, "1:3,piix4-pm");
 }
 
+/* tpm="yes": the TPM 2.0 on the swtpm the supervisor starts (vm/tpm.h). */
+static int add_tpm(struct build *b)
+{
+	char sock[VM_TPM_SOCK_MAX];
+	bool on;
+
+	if (setting_yesno(b, "tpm", false, &on) < 0)
+		return -1;
+	if (!on)
+		return 0;
+	/* khyve's -l tpm takes a path with commas (only ",version=" ends it). */
+	if (vm_tpm_socket(b->g, sock, b->err, b->errlen) < 0 || add(b, "-l") < 0)
+		return -1;
+	return addf(b, "tpm,swtpm,%s", sock);
+}
+
 static int build_command(struct build *b)
 {
 	unsigned install_slot;
@@ -1202,7 +1219,7 @@ static int build_command(struct build *b)
 	    add_random(b) < 0 || add_passthru(b) < 0 || add_fbuf(b) < 0 || add_xhci(b) < 0 ||
 	    add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
 		return -1;
-	if (add_boot(b) < 0 || add_comports(b) < 0 || add_api_socket(b) < 0 ||
+	if (add_boot(b) < 0 || add_comports(b) < 0 || add_tpm(b) < 0 || add_api_socket(b) < 0 ||
 	    add_bhyve_options(b) < 0)
 		return -1;
 	return add(b, b->g->name);

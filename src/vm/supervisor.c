@@ -34,6 +34,7 @@
 #include "vm/net.h"
 #include "vm/paths.h"
 #include "vm/suspend.h"
+#include "vm/tpm.h"
 #include "vm/util.h"
 
 #define FAULT_MAX      10  /* restarts after faults allowed ... */
@@ -77,6 +78,7 @@ struct supervisor {
 	bool receiving;         /* o->receive: the first run has not taken over yet */
 	bool lock_wait;         /* try_lock: a held lock is "not yet", not an error */
 	bool lock_foreign_ok;   /* try_lock: take a free lock that names another host */
+	struct vm_tpm tpm;      /* tpm="yes": this run's swtpm */
 };
 
 /* ---- log ---- */
@@ -841,6 +843,17 @@ static int run_once(struct supervisor *s)
 	char *line = argv_to_shell(&a);
 	slog(s, " [khyve command: %s]", line ? line : "?");
 	free(line);
+	if (vm_tpm_wanted(&s->g)) {
+		char err[PATH_MAX + 128];
+
+		if (vm_tpm_start(&s->g, &s->tpm, err, sizeof(err)) < 0) {
+			argv_free(&a);
+			fatal(s, "%s", err);
+			vm_net_release(s->sys, &s->g, &s->taps);
+			return -1;
+		}
+		slog(s, "swtpm started (pid %d, state in %s)", (int)s->tpm.pid, s->tpm.dir);
+	}
 	slog(s, "starting khyve (run %u)", s->run);
 	struct stat lst;
 	s->log_mark = stat(s->log_path, &lst) == 0 ? lst.st_size : 0;
@@ -849,6 +862,7 @@ static int run_once(struct supervisor *s)
 	pid = spawn_khyve(s, &a);
 	argv_free(&a);
 	if (pid <= 0) {
+		vm_tpm_stop(&s->tpm);
 		memset(&s->vnc, 0, sizeof(s->vnc));
 		vm_net_release(s->sys, &s->g, &s->taps);
 		return pid < 0 ? -1 : -2;
@@ -871,6 +885,10 @@ static int run_once(struct supervisor *s)
 	close(s->khyve_ready);
 	s->khyve_ready = -1;
 	khyve_pid = 0;
+	if (s->tpm.pid > 0) {
+		vm_tpm_stop(&s->tpm);
+		slog(s, "swtpm stopped");
+	}
 	memset(&s->vnc, 0, sizeof(s->vnc));
 	write_state(s, 0, 0);
 	remove_stale_ptys(s);

@@ -365,34 +365,75 @@ static void test_tx_checksum_offload(void **state)
 	assert_int_equal(rd(E1000_TDH), 2);
 }
 
-static void test_tx_tso(void **state)
+/* A TSO packet of 2500 bytes in MSS 1000, headers and payload in two
+ * descriptors as Linux maps an skb; `flags` are the TCP flags. */
+static void tso_packet(unsigned payload, unsigned mss, uint8_t flags)
+{
+	reset();
+	tx_ring_setup();
+	build_tcp(payload, true);
+	hva(TX_BUF)[34 + 13] = flags;
+	put_context(0, mss, payload);
+	put_desc(TX_RING, 1, TX_BUF, 54 | (uint32_t)E1000_TXD_DTYP_DATA << 20,
+	         E1000_TXD_DEXT | E1000_TXD_TSE, E1000_POPTS_IXSM | E1000_POPTS_TXSM);
+	put_desc(TX_RING, 2, TX_BUF + 54, payload | (uint32_t)E1000_TXD_DTYP_DATA << 20,
+	         E1000_TXD_EOP | E1000_TXD_DEXT | E1000_TXD_TSE | E1000_TXD_RS, 0);
+	wr(E1000_TDT, 3);
+}
+
+static unsigned le16_at(const uint8_t *p)
+{
+	return (unsigned)(p[0] | p[1] << 8);
+}
+
+/* TCP TSO goes to the tap whole, as a GSO frame (virtio-net header:
+ * NEEDS_CSUM, TCPV4, hdr_len, gso_size, csum_start/offset), with the IP
+ * length and checksum of the whole packet and the seed with its length. */
+static void test_tx_tso_gso(void **state)
+{
+	static uint8_t buf[VH + 4096];
+	unsigned payload = 2500, mss = 1000, len = 54 + payload;
+	const uint8_t *ip = buf + VH + 14, *tcp = ip + 20;
+
+	(void)state;
+	tso_packet(payload, mss, 0x18);
+	assert_int_equal(host_recv(buf, sizeof(buf)), VH + len);
+	assert_int_equal(buf[0], 1); /* VIRTIO_NET_HDR_F_NEEDS_CSUM */
+	assert_int_equal(buf[1], 1); /* VIRTIO_NET_HDR_GSO_TCPV4 */
+	assert_int_equal(le16_at(buf + 2), 54);
+	assert_int_equal(le16_at(buf + 4), mss);
+	assert_int_equal(le16_at(buf + 6), 34);
+	assert_int_equal(le16_at(buf + 8), 16);
+	assert_int_equal((unsigned)(ip[2] << 8 | ip[3]), len - 14);
+	assert_int_equal(fold(sum16(0, ip, 20)), 0xffff);
+	assert_int_equal((unsigned)(tcp[16] << 8 | tcp[17]), fold(pseudo(ip, 20 + payload)));
+	assert_memory_equal(tcp + 20, hva(TX_BUF) + 54, payload);
+	assert_true(host_recv(buf, sizeof(buf)) < 0);
+	assert_true(hva(TX_RING + 2 * E1000_DESC_SIZE)[12] & E1000_TXD_DD);
+}
+
+/* With CWR set (ECN) the device segments itself: each segment with its
+ * lengths, IP ID, sequence number, flags and both checksums. */
+static void test_tx_tso_segments(void **state)
 {
 	uint8_t buf[2048];
 	unsigned payload = 2500, mss = 1000;
 	uint32_t seq = 0x10000000;
 
 	(void)state;
-	reset();
-	tx_ring_setup();
-	build_tcp(payload, true);
-	put_context(0, mss, payload);
-	/* headers and payload in two descriptors, as Linux maps an skb */
-	put_desc(TX_RING, 1, TX_BUF, 54 | (uint32_t)E1000_TXD_DTYP_DATA << 20,
-	         E1000_TXD_DEXT | E1000_TXD_TSE, E1000_POPTS_IXSM | E1000_POPTS_TXSM);
-	put_desc(TX_RING, 2, TX_BUF + 54, payload | (uint32_t)E1000_TXD_DTYP_DATA << 20,
-	         E1000_TXD_EOP | E1000_TXD_DEXT | E1000_TXD_TSE | E1000_TXD_RS, 0);
-	wr(E1000_TDT, 3);
+	tso_packet(payload, mss, 0x98); /* CWR, PSH, ACK */
 	for (unsigned i = 0; i < 3; i++) {
 		ssize_t n = host_recv(buf, sizeof(buf));
 		unsigned seg = i < 2 ? mss : payload - 2 * mss;
 		const uint8_t *tcp = buf + VH + 34;
 
 		assert_int_equal(n, VH + 54 + seg);
+		assert_int_equal(buf[1], 0); /* no GSO */
 		check_tcp(buf + VH, (size_t)n - VH);
 		assert_int_equal(buf[VH + 14 + 5], 0x34 + i); /* IP ID */
 		assert_int_equal((uint32_t)tcp[4] << 24 | tcp[5] << 16 | tcp[6] << 8 | tcp[7],
 		                 seq + i * mss);
-		assert_int_equal(tcp[13], i < 2 ? 0x10 : 0x18); /* PSH on the last only */
+		assert_int_equal(tcp[13], i < 2 ? 0x90 : 0x98); /* PSH on the last only */
 		assert_memory_equal(tcp + 20, hva(TX_BUF) + 54 + i * mss, seg);
 	}
 	assert_true(host_recv(buf, sizeof(buf)) < 0);
@@ -661,7 +702,8 @@ int main(void)
 	    cmocka_unit_test(test_phy),
 	    cmocka_unit_test(test_tx_legacy),
 	    cmocka_unit_test(test_tx_checksum_offload),
-	    cmocka_unit_test(test_tx_tso),
+	    cmocka_unit_test(test_tx_tso_gso),
+	    cmocka_unit_test(test_tx_tso_segments),
 	    cmocka_unit_test(test_rx),
 	    cmocka_unit_test(test_rx_filter),
 	    cmocka_unit_test(test_rx_waits_for_buffers),

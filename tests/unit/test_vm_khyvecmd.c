@@ -876,12 +876,14 @@ static void test_templates(void **state)
 		assert_string_equal(warnings, "");
 		free(text);
 	}
-	/* windows.conf, the last: its disks share the controller in slot 4. */
+	/* windows.conf, the last: its disks share the controller in slot 4;
+	 * its TPM on the swtpm the supervisor starts in the guest's folder. */
 	assert_line(KHYVE " -c cpus=2 -m 2G -A -H -P -w -s 0,i440fx -s 4,ahci,hd:@/guest1/disk0.img"
 	                  " -s 5,virtio-net,tap7 -s 29,fbuf,tcp=127.0.0.1:5900,w=1024,h=768"
 	                  " -s 30,xhci,tablet -s 31,lpc -s 1:3,piix4-pm"
 	                  " -l bootrom,@/OVMF_CODE.fd,@/guest1/uefi-vars.fd"
-	                  " -l com1,pty=@/guest1/com1.pty" API " guest1");
+	                  " -l com1,pty=@/guest1/com1.pty -l tpm,swtpm,@/guest1/tpm/swtpm.sock" API
+	                  " guest1");
 }
 
 int main(void)

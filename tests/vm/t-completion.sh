@@ -23,6 +23,11 @@ vmc() { complete_words "$TOP/share/completion/vm" _vm vm "$@"; }
 khc() { complete_words "$TOP/share/completion/khyve" _khyve "$@"; }
 [ "$(vmc st)" = "start stop startall stopall" ] || die "vm st: $(vmc st)"
 [ "$(vmc su)" = "suspend" ] || die "vm su: $(vmc su)"
+[ "$(vmc imp)" = "import" ] || die "vm imp: $(vmc imp)"
+mkdir "$scratch/pve"
+touch "$scratch/pve/100.conf"
+[ "$(vmc import -d "$scratch/pv")" = "$scratch/pve" ] || die "vm import -d: $(vmc import -d "$scratch/pv")"
+[ "$(vmc import "$scratch/pve/1")" = "$scratch/pve/100.conf" ] || die "vm import FILE"
 [ "$(vmc mi)" = "migrate" ] || die "vm mi: $(vmc mi)"
 [ "$(vmc migrate -)" = "-l -k" ] || die "vm migrate -: $(vmc migrate -)"
 [ "$(vmc migrate -l al)" = "alpha" ] || die "vm migrate -l al: $(vmc migrate -l al)"
