@@ -509,6 +509,7 @@ lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/bin/vm $(VNCSHOT_BI
 	@tests/lab/net
 	@tests/lab/firmware
 	@tests/lab/nvme
+	@tests/lab/passthru
 	@tests/lab/durable
 	@tests/lab/vm-grub
 	@tests/lab/vm-newcomer

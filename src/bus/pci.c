@@ -575,20 +575,69 @@ static void msix_table_write(struct pci_func *f, uint64_t off, unsigned size, ui
 	msix_deliver_pending(f, vec);
 }
 
-static uint64_t msix_bar_read(struct pci_func *f, uint64_t off, unsigned size)
+/* Whether [off, off+size) of BAR `bar` falls in the MSI-X table / PBA. */
+static bool msix_in_table(const struct pci_func *f, int bar, uint64_t off, unsigned size)
+{
+	return bar == f->msix.table_bar && off >= f->msix.table_offset &&
+	       off - f->msix.table_offset + size <= (uint64_t)f->msix.table_count * MSIX_ENTRY_SIZE;
+}
+
+static bool msix_in_pba(const struct pci_func *f, int bar, uint64_t off, unsigned size)
+{
+	return bar == f->msix.pba_bar && off >= f->msix.pba_offset &&
+	       off - f->msix.pba_offset + size <= ((f->msix.table_count + 63) / 64) * 8;
+}
+
+/* Whether the PCI layer serves this BAR access itself: all of a BAR it
+ * made for MSI-X, only the table and PBA of a device's shared BAR. */
+static bool msix_claims(const struct pci_func *f, int bar, uint64_t off, unsigned size)
+{
+	if (f->msix.cap == 0 || (bar != f->msix.table_bar && bar != f->msix.pba_bar))
+		return false;
+	return !f->msix.shared_bar || msix_in_table(f, bar, off, size) ||
+	       msix_in_pba(f, bar, off, size);
+}
+
+static uint64_t msix_bar_read(struct pci_func *f, int bar, uint64_t off, unsigned size)
 {
 	uint64_t v = ~0ull;
 
 	pthread_mutex_lock(&f->cfg_lock);
-	if (off < (uint64_t)f->msix.table_count * MSIX_ENTRY_SIZE)
-		v = msix_table_read(f, off, size);
-	else if (off >= f->msix.pba_offset &&
-	         off - f->msix.pba_offset + size <= ((f->msix.table_count + 63) / 64) * 8)
+	if (msix_in_table(f, bar, off, size))
+		v = msix_table_read(f, off - f->msix.table_offset, size);
+	else if (msix_in_pba(f, bar, off, size))
 		memcpy(&v, (uint8_t *)f->msix.pba + (off - f->msix.pba_offset), size);
 	pthread_mutex_unlock(&f->cfg_lock);
 	if (size < 8)
 		v &= (1ull << (8 * size)) - 1;
 	return v;
+}
+
+int pci_adopt_msix_cap(struct pci_func *f, uint8_t cap, unsigned count, int table_bar,
+                       uint32_t table_offset, int pba_bar, uint32_t pba_offset)
+{
+	if (count == 0 || count > 2048 || table_bar < 0 || table_bar >= PCI_NBARS || pba_bar < 0 ||
+	    pba_bar >= PCI_NBARS || cap < 0x40 || f->msix.cap != 0)
+		return -1;
+	f->msix.table = calloc(count, sizeof(*f->msix.table));
+	f->msix.pba = calloc((count + 63) / 64, sizeof(uint64_t));
+	if (f->msix.table == NULL || f->msix.pba == NULL)
+		return -1;
+	for (unsigned i = 0; i < count; i++) {
+		f->msix.table[i].ctrl = MSIX_VEC_MASKED;
+		f->msix.table[i].gsi = -1;
+		f->msix.table[i].irqfd = -1;
+	}
+	f->msix.table_bar = table_bar;
+	f->msix.pba_bar = pba_bar;
+	f->msix.table_offset = table_offset;
+	f->msix.pba_offset = pba_offset;
+	f->msix.table_count = count;
+	f->msix.shared_bar = true;
+	f->msix.cap = cap;
+	/* Disabled and unmasked at first, as after reset. */
+	f->cfg[cap + 3] &= 0x3f;
+	return 0;
 }
 
 bool pci_msix_enabled(const struct pci_func *f)
@@ -668,8 +717,8 @@ static uint64_t bar_access_read(struct pci_func *f, struct pci_bar *b, uint64_t 
 		memcpy(&v, b->rom + off, size);
 		return v;
 	}
-	if (f->msix.cap && b->idx == f->msix.table_bar)
-		return msix_bar_read(f, off, size);
+	if (msix_claims(f, b->idx, off, size))
+		return msix_bar_read(f, b->idx, off, size);
 	return f->de->bar_read ? f->de->bar_read(f, b->idx, off, size) : ~0ull;
 }
 
@@ -678,9 +727,11 @@ static void bar_access_write(struct pci_func *f, struct pci_bar *b, uint64_t off
 {
 	if (b->type == PCI_BAR_ROM)
 		return;
-	if (f->msix.cap && b->idx == f->msix.table_bar) {
+	if (msix_claims(f, b->idx, off, size)) {
+		if (!msix_in_table(f, b->idx, off, size))
+			return; /* the PBA is read-only */
 		pthread_mutex_lock(&f->cfg_lock);
-		msix_table_write(f, off, size, val);
+		msix_table_write(f, off - f->msix.table_offset, size, val);
 		pthread_mutex_unlock(&f->cfg_lock);
 		if (f->de->vector_changed)
 			f->de->vector_changed(f);
@@ -1262,9 +1313,17 @@ static const struct state_ops pci_state_ops = {
 
 /* An emulation without save/restore: save NULL makes a checkpoint refuse
  * it up front, and there is no section of it to restore. */
+static const char *pci_never_saved(void *arg)
+{
+	const struct pci_func *f = arg;
+
+	return f->de->never_saved;
+}
+
 static const struct state_ops pci_unsaveable_ops = {
     .quiesce = pci_state_quiesce,
     .unquiesce = pci_state_unquiesce,
+    .never_saved = pci_never_saved,
 };
 
 static int register_state(struct pci_func *f, char *err, size_t errlen)

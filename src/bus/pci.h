@@ -130,6 +130,9 @@ struct pci_func {
 		unsigned table_count;
 		struct msix_entry *table;
 		uint64_t *pba; /* pending bits for masked vectors */
+		/* The table and PBA share BARs with the device's registers
+		 * (pci_adopt_msix_cap): other offsets go to bar_read/write. */
+		bool shared_bar;
 	} msix;
 };
 
@@ -168,6 +171,17 @@ int pci_add_msi_cap(struct pci_func *f, unsigned nvec);
 /* MSI-X with `count` vectors, table and PBA placed in BAR `bar` (which the
  * caller must not also allocate); 0 or -1. */
 int pci_add_msix_cap(struct pci_func *f, unsigned count, int bar);
+
+/*
+ * Emulate the MSI-X capability already present at config offset `cap`
+ * (a passed-through device's): `count` vectors, the table at
+ * `table_offset` bytes into BAR `table_bar`, the PBA at `pba_offset` into
+ * `pba_bar`.  Those BARs are the caller's; accesses to the table and PBA
+ * are served here and the rest of the BARs go to bar_read/bar_write.
+ * 0, or -1 (bad values, or out of memory).
+ */
+int pci_adopt_msix_cap(struct pci_func *f, uint8_t cap, unsigned count, int table_bar,
+                       uint32_t table_offset, int pba_bar, uint32_t pba_offset);
 
 /*
  * Interrupt vector `vec` of the function: MSI-X when enabled, else MSI, else

@@ -87,6 +87,9 @@ struct pci_devemu {
 	 * restored (BARs mapped, MSI-X table loaded, vector_changed called).
 	 * 0, or -1 with one line in `err`. */
 	int (*restore)(struct pci_func *f, struct sbuf_reader *in, char *err, size_t errlen);
+	/* With save NULL: why the emulation can never be saved, for the
+	 * checkpoint's (and migration's) refusal; NULL: not saved yet. */
+	const char *never_saved;
 };
 
 #define PCI_DEVEMU(id)                                                                             \

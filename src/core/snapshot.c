@@ -48,11 +48,21 @@ const struct state_participant *machine_state_find(struct machine *m, const char
 	return NULL;
 }
 
+/* The reason participant `p` gives for never being saved, or NULL. */
+static const char *never_saved(const struct state_participant *p)
+{
+	return p->ops != NULL && p->ops->never_saved != NULL ? p->ops->never_saved(p->arg) : NULL;
+}
+
 int machine_state_saveable(struct machine *m, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < m->nstates; i++)
-		if (m->states[i].ops == NULL || m->states[i].ops->save == NULL ||
-		    m->states[i].ops->restore == NULL) {
+		if (never_saved(&m->states[i]) != NULL) {
+			snprintf(err, errlen, "%s cannot be saved: %s", m->states[i].name,
+			         never_saved(&m->states[i]));
+			return -1;
+		} else if (m->states[i].ops == NULL || m->states[i].ops->save == NULL ||
+		           m->states[i].ops->restore == NULL) {
 			snprintf(err, errlen,
 			         "%s cannot be saved yet (issue 14: not every device has its state "
 			         "saved)",

@@ -49,6 +49,12 @@ struct state_ops {
 	 * line in `err`.
 	 */
 	int (*restore)(void *arg, struct sbuf_reader *in, char *err, size_t errlen);
+	/*
+	 * Optional, with save NULL: why the device can never be saved (a
+	 * passed-through host device), for the refusal's line; NULL or no
+	 * hook: it is only not saved yet.
+	 */
+	const char *(*never_saved)(void *arg);
 };
 
 #define STATE_NAME_LEN 32 /* section names, NUL included (SNAPFILE_NAME_LEN) */

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/kvm.h>
+#include <linux/vfio.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
@@ -200,6 +201,10 @@ static const unsigned long disk_ioctls[] = {BLKDISCARD, BLKZEROOUT, 0};
 static const unsigned long tty_ioctls[] = {
 	TCGETS, TCSETS, TCSETSW, TCSETSF, TIOCGWINSZ, FIONREAD, FIONBIO, 0};
 
+/* A passed-through device's interrupts follow the guest's MSI-X enable
+ * (a vCPU's config write) and go when the host takes it back (main). */
+static const unsigned long vfio_ioctls[] = {VFIO_DEVICE_SET_IRQS, 0};
+
 /* A virtio-net device's offloads follow the guest's features (DRIVER_OK). */
 static const unsigned long tap_ioctls[] = {TUNSETOFFLOAD, 0};
 
@@ -243,18 +248,18 @@ enum role_flags {
 struct role_desc {
 	const char *name;
 	const int *calls;
-	const unsigned long *ioctls[4];
+	const unsigned long *ioctls[5];
 	unsigned flags;
 };
 
 static const struct role_desc role_table[SANDBOX_NROLES] = {
     [SANDBOX_MAIN] = {"main",
                       main_calls,
-                      {kvm_run_ioctls, tty_ioctls},
+                      {kvm_run_ioctls, tty_ioctls, vfio_ioctls},
                       KICKS_VCPUS | USES_RINGS | DOES_DISK},
     [SANDBOX_VCPU] = {"vcpu",
                       vcpu_calls,
-                      {kvm_run_ioctls, disk_ioctls, tty_ioctls, tap_ioctls},
+                      {kvm_run_ioctls, disk_ioctls, tty_ioctls, tap_ioctls, vfio_ioctls},
                       KICKS_VCPUS | MAY_START_THREADS | MAKES_RINGS | USES_RINGS | DOES_DISK},
     [SANDBOX_VIRTIO_WORKER] = {"virtio-worker", worker_calls, {kvm_run_ioctls}, 0},
     [SANDBOX_BLK_QUEUE] = {"blk-queue",

@@ -473,7 +473,9 @@ static int add_flags(struct build *b)
 
 	if (add(b, "-A") < 0 || add(b, "-H") < 0 || add(b, "-P") < 0 || add(b, "-w") < 0)
 		return -1;
-	if (setting_yes(b, "wired_memory", false) && add(b, "-S") < 0)
+	/* vm-bhyve wires the memory of a guest with passthrough devices. */
+	if ((setting_yes(b, "wired_memory", false) || setting(b, "passthru0") != NULL) &&
+	    add(b, "-S") < 0)
 		return -1;
 	/* memory_merge="yes": KSM may merge the guest's pages (khyve(8)'s caveat). */
 	if (setting_yes(b, "memory_merge", false) &&
@@ -748,6 +750,49 @@ static int add_balloon(struct build *b)
 	if (!setting_yes(b, "balloon", false))
 		return 0;
 	return take_slot(b, &slot) < 0 ? -1 : add_device(b, slot, "virtio-balloon");
+}
+
+/* "B/S/F" with bus <= 255, slot <= 31, func <= 7 (decimal, as bhyve). */
+static bool bsf_valid(const char *v, unsigned *bus, unsigned *slot)
+{
+	unsigned fn;
+	char tail;
+
+	return sscanf(v, "%u/%u/%u%c", bus, slot, &fn, &tail) == 3 && *bus <= 255 && *slot <= 31 &&
+	       fn <= 7 && strspn(v, "0123456789/") == strlen(v);
+}
+
+/*
+ * vm-bhyve's passthruN="B/S/F": each host device in a slot of its own,
+ * but functions of one host slot (passthru0="2/0/0", passthru1="2/0/1")
+ * share a guest slot as functions 0, 1, ..., as vm-bhyve does (add_flags
+ * wires the guest's memory, -S, as vm-bhyve does for them).
+ */
+static int add_passthru(struct build *b)
+{
+	unsigned slot = 0, func = 0, last_bus = 256, last_slot = 32;
+	char key[48];
+
+	for (unsigned n = 0;; n++) {
+		const char *v = setting(b, nth_key(key, "passthru", n, ""));
+		unsigned bus, hslot;
+
+		if (v == NULL)
+			break;
+		if (!bsf_valid(v, &bus, &hslot))
+			return bad_value(b, key, "want BUS/SLOT/FUNCTION, e.g. 2/0/0");
+		if (bus == last_bus && hslot == last_slot && func < 7)
+			func++;
+		else if (take_slot(b, &slot) < 0)
+			return -1;
+		else
+			func = 0;
+		last_bus = bus;
+		last_slot = hslot;
+		if (add(b, "-s") < 0 || addf(b, "%u:%u,passthru,%s", slot, func, v) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 /* ---- graphics ---- */
@@ -1116,8 +1161,6 @@ static const char *unsupported_feature(const struct build *b, const char *key)
 
 	if (strcmp(key, "sound") == 0 && setting_yes(b, key, false))
 		return "sound";
-	if (numbered_key(key, "passthru", bare) && setting(b, key))
-		return "passthru";
 	if (numbered_key(key, "virt_console", bare) && setting(b, key))
 		return "virt_console";
 	if (strncmp(key, "limit_", 6) == 0 && setting(b, key))
@@ -1187,7 +1230,8 @@ static int build_command(struct build *b)
 		return -1;
 	if (add_hostbridge(b) < 0 || add_grub_image(b) < 0 ||
 	    add_install_media(b, install_slot) < 0 || add_disks(b) < 0 || add_nics(b) < 0 ||
-	    add_random(b) < 0 || add_balloon(b) < 0 || add_fbuf(b) < 0 || add_xhci(b) < 0 ||
+	    add_random(b) < 0 || add_balloon(b) < 0 || add_passthru(b) < 0 || add_fbuf(b) < 0 ||
+	    add_xhci(b) < 0 ||
 	    add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
 		return -1;
 	if (add_boot(b) < 0 || add_comports(b) < 0 || add_tpm(b) < 0 || add_api_socket(b) < 0 ||

@@ -155,6 +155,18 @@ int irq_irqfd_bind(struct vm *vm, int fd, int gsi)
 	return ioctl(vm->vm_fd, KVM_IRQFD, &irqfd);
 }
 
+int irq_irqfd_bind_resample(struct vm *vm, int fd, int gsi, int resamplefd)
+{
+	struct kvm_irqfd irqfd = {
+	    .fd = (uint32_t)fd,
+	    .gsi = (uint32_t)gsi,
+	    .flags = KVM_IRQFD_FLAG_RESAMPLE,
+	    .resamplefd = (uint32_t)resamplefd,
+	};
+
+	return ioctl(vm->vm_fd, KVM_IRQFD, &irqfd);
+}
+
 int irq_irqfd_unbind(struct vm *vm, int fd, int gsi)
 {
 	struct kvm_irqfd irqfd = {

@@ -28,4 +28,9 @@ int irq_signal_msi(struct vm *vm, uint64_t addr, uint32_t data);
 int irq_irqfd_bind(struct vm *vm, int fd, int gsi);
 int irq_irqfd_unbind(struct vm *vm, int fd, int gsi);
 
+/* A level-triggered irqfd (KVM_IRQFD_FLAG_RESAMPLE, api.rst 4.75): an
+ * event on `fd` raises IOAPIC pin `gsi`; the guest's EOI lowers it and
+ * signals `resamplefd` (a passed-through device's INTx unmask).  0 or -1. */
+int irq_irqfd_bind_resample(struct vm *vm, int fd, int gsi, int resamplefd);
+
 #endif

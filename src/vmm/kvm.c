@@ -106,6 +106,13 @@ int vm_ram_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void
 	return set_slot(vm, slot, KVM_MEM_LOG_DIRTY_PAGES, on ? gpa : 0, on ? size : 0, hva);
 }
 
+int vm_device_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on)
+{
+	if (slot < 0 || (size & 0xfff) != 0 || (on && (gpa & 0xfff) != 0))
+		return -1;
+	return set_slot(vm, slot, 0, on ? gpa : 0, on ? size : 0, hva);
+}
+
 int vm_ram_window_dirty(struct vm *vm, int slot, uint64_t *bitmap)
 {
 	struct kvm_dirty_log log = {.slot = (uint32_t)slot, .dirty_bitmap = bitmap};

@@ -116,6 +116,14 @@ int vm_ram_window_add(struct vm *vm);
 int vm_ram_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on);
 
 /*
+ * vm_ram_window_set() without dirty logging, for a window onto a host
+ * device's memory (a passed-through device's BAR mmapped from VFIO): guest
+ * accesses go straight to the device.  Slots come from vm_ram_window_add().
+ * 0, or -1 (the window is then off).
+ */
+int vm_device_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void *hva, bool on);
+
+/*
  * Fetch and clear the window's dirty log (KVM_GET_DIRTY_LOG): bit i of
  * `bitmap` (64-bit words, (size / 4096 + 63) / 64 of them, filled by KVM)
  * is set when page i was written since the previous call or since the

@@ -742,9 +742,10 @@ static void test_warnings(void **state)
 	                 0);
 	assert_string_equal(warnings,
 	                    "vm: warning: guest1.conf: unknown setting favourite_colour ignored\n"
-	                    "vm: warning: guest1.conf: passthru is not supported yet, ignored\n"
 	                    "vm: warning: guest1.conf: unknown setting network_type ignored\n");
-	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -u -s 0,i440fx -s 31,lpc"
+	/* passthruN is supported (issue 16): each in a slot, memory wired. */
+	assert_line(KHYVE " -c cpus=1 -m 256M -A -H -P -w -S -u -s 0,i440fx"
+	                  " -s 4:0,passthru,2/0/0 -s 5:0,passthru,3/0/0 -s 31,lpc"
 	                  " -l bootrom,@/bios.bin -l com1,pty=@/guest1/com1.pty" API " guest1");
 }
 

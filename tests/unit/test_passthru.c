@@ -1,0 +1,257 @@
+/*
+ * Unit tests for PCI passthrough's device model (src/dev/passthru.c)
+ * without a host device: passthru_test_open stands in for VFIO with a
+ * file whose bytes play the device (config space at offset 0, BAR 0 at
+ * 64 KiB, the I/O BAR 2 at 128 KiB), so what the guest's accesses reach
+ * is checked in the file.  Config space: the header and MSI-X emulated,
+ * the other bytes the device's, MSI unlinked, the command register
+ * forwarded; BARs at guest addresses of their own, trapped accesses
+ * forwarded, the MSI-X table kept from the device.
+ */
+#include "unit.h"
+
+#include <fcntl.h>
+
+#include "backend/vfio.h"
+#include "bus/pci.h"
+#include "core/iobus.h"
+#include "core/machine.h"
+#include "dev/passthru.h"
+#include "lib/config.h"
+
+#define BAR0_OFF  0x10000u
+#define BAR0_SIZE 0x4000u
+#define BAR2_OFF  0x20000u
+#define BAR2_SIZE 0x20u
+#define MSIX_CAP  0x60u
+#define NVEC      8
+
+static char path[64];
+static int devfd = -1;
+static struct machine m;
+static struct pci_func *f;
+
+static void put(uint64_t off, const void *buf, size_t len)
+{
+	assert_int_equal(pwrite(devfd, buf, len, (off_t)off), (ssize_t)len);
+}
+
+static uint32_t get(uint64_t off, unsigned size)
+{
+	uint32_t v = 0;
+
+	assert_int_equal(pread(devfd, &v, size, (off_t)off), (ssize_t)size);
+	return v;
+}
+
+/* An NVMe-like function: PM, MSI, MSI-X (table and PBA in BAR 0), PCIe. */
+static void make_device(void)
+{
+	uint8_t cfg[256] = {0};
+	uint32_t v;
+
+	cfg[0] = 0x36, cfg[1] = 0x1b, cfg[2] = 0x10, cfg[3] = 0x00; /* 1b36:0010 */
+	cfg[0x06] = PCIM_STATUS_CAPS;
+	cfg[0x09] = 0x02, cfg[0x0a] = 0x08, cfg[0x0b] = 0x01;
+	v = 0xfebf0000u | 0x4; /* the host's address, 64-bit */
+	memcpy(&cfg[PCIR_BAR0], &v, 4);
+	v = 0xc001; /* I/O */
+	memcpy(&cfg[PCIR_BAR0 + 8], &v, 4);
+	cfg[PCIR_CAP_PTR] = 0x40;
+	cfg[PCIR_INTPIN] = 1;
+	/* PM at 0x40: PMC, PMCSR at 0x44 */
+	cfg[0x40] = 0x01, cfg[0x41] = 0x50, cfg[0x42] = 0x03, cfg[0x44] = 0x08;
+	/* MSI at 0x50, 64-bit */
+	cfg[0x50] = PCIY_MSI, cfg[0x51] = MSIX_CAP, cfg[0x52] = 0x80;
+	/* MSI-X at 0x60: 8 vectors, table at BAR0+0x2000, PBA at BAR0+0x3000 */
+	cfg[0x60] = PCIY_MSIX, cfg[0x61] = 0x80, cfg[0x62] = NVEC - 1, cfg[0x63] = 0x80;
+	cfg[0x64] = 0x00, cfg[0x65] = 0x20;
+	cfg[0x68] = 0x00, cfg[0x69] = 0x30;
+	/* PCIe at 0x80, the end of the list */
+	cfg[0x80] = PCIY_PCIE, cfg[0x81] = 0, cfg[0x82] = 0x02;
+	cfg[0x90] = 0x5a; /* device-specific */
+	put(0, cfg, sizeof(cfg));
+	for (uint32_t off = 0; off < BAR0_SIZE; off += 4) {
+		v = 0xb0000000u | off;
+		put(BAR0_OFF + off, &v, 4);
+	}
+	for (uint32_t off = 0; off < BAR2_SIZE; off += 4) {
+		v = 0x10000000u | off;
+		put(BAR2_OFF + off, &v, 4);
+	}
+}
+
+static int fake_open(struct vfio_dev *d, const char *host, char *err, size_t errlen)
+{
+	if (strcmp(host, "0000:00:05.0") != 0) {
+		snprintf(err, errlen, "unexpected host %s", host);
+		return -1;
+	}
+	memset(d, 0, sizeof(*d));
+	d->container = d->group = -1;
+	d->fd = dup(devfd);
+	d->flags = VFIO_DEVICE_FLAGS_PCI;
+	d->region[VFIO_PCI_CONFIG_REGION_INDEX] = (struct vfio_region){256, 0, 3};
+	d->region[VFIO_PCI_BAR0_REGION_INDEX] = (struct vfio_region){BAR0_SIZE, BAR0_OFF, 3};
+	d->region[VFIO_PCI_BAR2_REGION_INDEX] = (struct vfio_region){BAR2_SIZE, BAR2_OFF, 3};
+	d->irq_count[VFIO_PCI_INTX_IRQ_INDEX] = 1;
+	d->irq_count[VFIO_PCI_MSIX_IRQ_INDEX] = NVEC;
+	return 0;
+}
+
+static int group_setup(void **state)
+{
+	char err[256] = "";
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/khyve-pt-XXXXXX");
+	devfd = mkstemp(path);
+	if (devfd < 0)
+		return -1;
+	unlink(path);
+	make_device();
+	passthru_test_open = fake_open;
+	machine_init_detached(&m, "unit", NULL, 0, 0);
+	config_reset();
+	if (pci_parse_slot_option("5,passthru,0000:00:05.0", err, sizeof(err)) < 0 ||
+	    pci_init(&m, err, sizeof(err)) < 0) {
+		fprintf(stderr, "set-up: %s\n", err);
+		return -1;
+	}
+	f = pci_get(0);
+	return f == NULL ? -1 : 0;
+}
+
+static uint32_t cfg_rd(unsigned off, unsigned size)
+{
+	return pci_cfg_read(0, 5, 0, off, size);
+}
+
+static void cfg_wr(unsigned off, unsigned size, uint32_t val)
+{
+	pci_cfg_write(0, 5, 0, off, size, val);
+}
+
+static void test_header(void **state)
+{
+	uint64_t addr;
+
+	(void)state;
+	assert_int_equal(cfg_rd(0, 4), 0x00101b36);
+	assert_int_equal(cfg_rd(0x08, 4) >> 8, 0x010802);
+	/* BARs hold guest addresses, not the host's. */
+	assert_int_equal(f->bar[0].type, PCI_BAR_MEM64);
+	assert_int_equal(f->bar[0].size, BAR0_SIZE);
+	assert_int_equal(cfg_rd(PCIR_BAR0, 4), (uint32_t)f->bar[0].addr | 0xc);
+	assert_true(f->bar[0].addr != 0xfebf0000u);
+	assert_int_equal(f->bar[2].type, PCI_BAR_IO);
+	assert_int_equal(f->bar[2].size, BAR2_SIZE);
+	/* Sizing reads back the size the device's region has. */
+	addr = f->bar[2].addr;
+	cfg_wr(PCIR_BAR0 + 8, 4, 0xffffffffu);
+	assert_int_equal(cfg_rd(PCIR_BAR0 + 8, 4), (uint32_t) ~(BAR2_SIZE - 1) | 1);
+	cfg_wr(PCIR_BAR0 + 8, 4, (uint32_t)addr);
+	assert_int_equal(f->bar[2].addr, addr);
+	/* No expansion ROM; INTx pin A. */
+	assert_int_equal(cfg_rd(PCIR_ROM, 4), 0);
+	assert_int_equal(cfg_rd(PCIR_INTPIN, 1), 1);
+}
+
+static void test_cap_list(void **state)
+{
+	unsigned ids[8], n = 0;
+
+	(void)state;
+	for (unsigned off = cfg_rd(PCIR_CAP_PTR, 1); off != 0 && n < 8; off = cfg_rd(off + 1, 1))
+		ids[n++] = cfg_rd(off, 1);
+	/* MSI is unlinked: PM, MSI-X, PCIe. */
+	assert_int_equal(n, 3);
+	assert_int_equal(ids[0], 0x01);
+	assert_int_equal(ids[1], PCIY_MSIX);
+	assert_int_equal(ids[2], PCIY_PCIE);
+	assert_int_equal(f->msix.cap, MSIX_CAP);
+	assert_int_equal(f->msix.table_count, NVEC);
+}
+
+static void test_device_bytes(void **state)
+{
+	(void)state;
+	/* Read from the device as it is now. */
+	assert_int_equal(cfg_rd(0x90, 1), 0x5a);
+	put(0x90, "\x77", 1);
+	assert_int_equal(cfg_rd(0x90, 1), 0x77);
+	/* PMCSR: written through. */
+	cfg_wr(0x44, 2, 0x0003);
+	assert_int_equal(get(0x44, 2), 0x0003);
+	/* A dword over the PM header: its ID and next stay, PMC is written. */
+	cfg_wr(0x40, 4, 0xabcd1122);
+	assert_int_equal(get(0x40, 2), 0x5001);
+	assert_int_equal(get(0x42, 2), 0xabcd);
+	assert_int_equal(cfg_rd(0x40, 2), 0x6001); /* MSI skipped */
+}
+
+static void test_command_and_bars(void **state)
+{
+	uint64_t v = 0;
+
+	(void)state;
+	cfg_wr(PCIR_COMMAND, 2, PCIM_CMD_MEM | PCIM_CMD_IO | PCIM_CMD_BUSMASTER);
+	assert_int_equal(get(PCIR_COMMAND, 2), 0x0007);
+	assert_int_equal(cfg_rd(PCIR_COMMAND, 2), 0x0007);
+	assert_true(f->bar[0].mapped);
+	assert_true(f->bar[2].mapped);
+	/* Trapped BAR accesses reach the device at the region's offset. */
+	assert_true(iobus_access(&m.mmio, f->bar[0].addr + 0x10, 4, false, &v));
+	assert_int_equal(v, 0xb0000010u);
+	v = 0x1234;
+	assert_true(iobus_access(&m.mmio, f->bar[0].addr + 0x20, 4, true, &v));
+	assert_int_equal(get(BAR0_OFF + 0x20, 4), 0x1234);
+	assert_true(iobus_access(&m.pio, f->bar[2].addr + 4, 4, false, &v));
+	assert_int_equal(v, 0x10000004u);
+	v = 0x99;
+	assert_true(iobus_access(&m.pio, f->bar[2].addr + 8, 1, true, &v));
+	assert_int_equal(get(BAR2_OFF + 8, 1), 0x99);
+	/* The command register's reserved bits never reach the device. */
+	cfg_wr(PCIR_COMMAND, 2, 0xffff);
+	assert_int_equal(get(PCIR_COMMAND, 2), 0x0547);
+	cfg_wr(PCIR_COMMAND, 2, 0);
+	assert_int_equal(get(PCIR_COMMAND, 2), 0);
+	assert_false(f->bar[0].mapped);
+}
+
+static void test_msix(void **state)
+{
+	uint64_t v = 0;
+
+	(void)state;
+	/* Adopted disabled (the device's enable bit was set in its copy). */
+	assert_int_equal(cfg_rd(MSIX_CAP + 2, 2), NVEC - 1);
+	assert_int_equal(cfg_rd(MSIX_CAP + 4, 4), 0x2000);
+	assert_int_equal(cfg_rd(MSIX_CAP + 8, 4), 0x3000);
+	cfg_wr(PCIR_COMMAND, 2, PCIM_CMD_MEM);
+	/* The table traps and is the bus's: the device's bytes stay. */
+	assert_true(iobus_access(&m.mmio, f->bar[0].addr + 0x2000 + 12, 4, false, &v));
+	assert_int_equal(v, 1);
+	v = 0xfee00000u;
+	assert_true(iobus_access(&m.mmio, f->bar[0].addr + 0x2000, 4, true, &v));
+	assert_int_equal(f->msix.table[0].addr, 0xfee00000u);
+	assert_int_equal(get(BAR0_OFF + 0x2000, 4), 0xb0002000u);
+	/* Enabling is emulated (not written to the device: VFIO does that). */
+	cfg_wr(MSIX_CAP + 2, 2, 0x8000);
+	assert_true(pci_msix_enabled(f));
+	cfg_wr(MSIX_CAP + 2, 2, 0);
+	assert_false(pci_msix_enabled(f));
+	assert_int_equal(get(MSIX_CAP + 3, 1), 0x80); /* the device's bytes as they were */
+	cfg_wr(PCIR_COMMAND, 2, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_header),       cmocka_unit_test(test_cap_list),
+	    cmocka_unit_test(test_device_bytes), cmocka_unit_test(test_command_and_bars),
+	    cmocka_unit_test(test_msix),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}
