@@ -1231,8 +1231,7 @@ static int build_command(struct build *b)
 	if (add_hostbridge(b) < 0 || add_grub_image(b) < 0 ||
 	    add_install_media(b, install_slot) < 0 || add_disks(b) < 0 || add_nics(b) < 0 ||
 	    add_random(b) < 0 || add_balloon(b) < 0 || add_passthru(b) < 0 || add_fbuf(b) < 0 ||
-	    add_xhci(b) < 0 ||
-	    add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
+	    add_xhci(b) < 0 || add_device(b, SLOT_LPC, "lpc") < 0 || add_pm_function(b) < 0)
 		return -1;
 	if (add_boot(b) < 0 || add_comports(b) < 0 || add_tpm(b) < 0 || add_api_socket(b) < 0 ||
 	    add_bhyve_options(b) < 0)
