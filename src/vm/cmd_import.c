@@ -224,6 +224,8 @@ static struct rcconf *make_settings(const struct vm_sys *sys, struct imp_guest *
 		rcconf_set(rc, "tpm", "yes");
 	if (g->balloon)
 		rcconf_set(rc, "balloon", "yes");
+	for (unsigned n = 0; n < g->npt; n++)
+		set_key(rc, "passthru%u", n, g->passthru[n]);
 	for (unsigned n = 0; n < g->ndisk; n++) {
 		const struct imp_disk *d = &g->disk[n];
 		char file[32];
@@ -406,7 +408,7 @@ static void report(const struct imp_guest *g, const char *name, const char *fina
 	if (g->vars_carried)
 		printf("UEFI variables: %s (%s) as %s\n", g->vars_id, g->vars_path, VARS_FILE);
 	for (size_t i = 0; i < g->nnote; i++)
-		printf("not mapped: %s\n", g->note[i]);
+		printf("%s: %s\n", g->caveat[i] ? "note" : "not mapped", g->note[i]);
 	if (g->nnote == IMP_MAX_NOTES)
 		printf("not mapped: (more lines left out)\n");
 }

@@ -17,6 +17,7 @@
 
 #define IMP_MAX_DISKS 32
 #define IMP_MAX_NICS  8
+#define IMP_MAX_PT    8
 #define IMP_MAX_NOTES 64
 #define IMP_NOTE_LEN  200
 /* The largest import file read (a qm.conf is a few KiB, a domain XML tens). */
@@ -59,6 +60,9 @@ struct imp_guest {
 	size_t ndisk;
 	struct imp_nic nic[IMP_MAX_NICS];
 	size_t nnic;
+	/* Host PCI devices to pass through, vm-bhyve's "B/S/F" (decimal). */
+	char passthru[IMP_MAX_PT][16];
+	size_t npt;
 	/* The UEFI variables (Proxmox's efidisk0 of efitype 4m, libvirt's
 	 * <nvram>): "" when none; an OVMF_VARS_4M-sized store is carried over. */
 	char vars_id[24];
@@ -66,14 +70,27 @@ struct imp_guest {
 	char vars_format[8];
 	bool vars_carried; /* set by cmd_import.c once uefi-vars.fd is written */
 	char note[IMP_MAX_NOTES][IMP_NOTE_LEN]; /* what was not mapped, one line each */
+	bool caveat[IMP_MAX_NOTES];             /* the line is about something mapped */
 	size_t nnote;
 };
 
 /* `src` into `dst` (`len` bytes with the NUL), cut when longer. */
 void imp_copy(char *dst, size_t len, const char *src);
 
+/*
+ * A host PCI device at domain 0, bus `bus`, slot `slot`, function `fn`
+ * to pass through (`id` names it in the report): added as passthruN with
+ * a note on binding it to vfio-pci; out of range or too many: a note.
+ */
+void imp_passthru(struct imp_guest *g, const char *id, unsigned dom, unsigned bus, unsigned slot,
+                  unsigned fn);
+
 /* Add one line to the report of what could not be mapped (printf-style). */
 void imp_note(struct imp_guest *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Add one line about something that was mapped but not quite the same
+ * (printed as "note:", not "not mapped:"). */
+void imp_caveat(struct imp_guest *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
  * Where a disk image of the source host is here: with `dir` (vm import -d),

@@ -8,6 +8,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,6 +358,44 @@ static bool lv_device_implied(const xmlNode *n)
 	return false;
 }
 
+/* One attribute of a PCI <address> ("0x01"); false when absent or not a number. */
+static bool lv_hex(const xmlNode *a, const char *name, unsigned *out)
+{
+	char v[16], *end;
+	unsigned long n;
+
+	if (!attr(a, name, v, sizeof(v)) || !v[0])
+		return false;
+	errno = 0;
+	n = strtoul(v, &end, 0);
+	if (errno || *end || v[0] == '-' || n > 0xffff)
+		return false;
+	*out = (unsigned)n;
+	return true;
+}
+
+/* <hostdev type='pci'> with its source address becomes passthruN. */
+static int lv_hostdev(struct lv *l, const xmlNode *n)
+{
+	const xmlNode *a = child(child(n, "source"), "address");
+	unsigned dom = 0, bus, slot, fn;
+	char type[16], id[32];
+
+	attr(n, "type", type, sizeof(type));
+	snprintf(id, sizeof(id), "<hostdev type=%s>", type[0] ? type : "?");
+	if (strcmp(type, "pci")) {
+		imp_note(l->g, "%s: only PCI devices pass through", id);
+		return 0;
+	}
+	if (!lv_hex(a, "bus", &bus) || !lv_hex(a, "slot", &slot) || !lv_hex(a, "function", &fn) ||
+	    (attr(a, "domain", type, sizeof(type)) && !lv_hex(a, "domain", &dom))) {
+		imp_note(l->g, "%s: no usable source address", id);
+		return 0;
+	}
+	imp_passthru(l->g, id, dom, bus, slot, fn);
+	return 0;
+}
+
 /* An emulated TPM 2.0 becomes vm's swtpm (new state); a host TPM stays. */
 static int lv_tpm(struct lv *l, const xmlNode *n)
 {
@@ -372,8 +411,8 @@ static int lv_tpm(struct lv *l, const xmlNode *n)
 		return 0;
 	}
 	l->g->tpm = true;
-	imp_note(l->g, "<tpm>: the guest gets a new TPM (tpm=\"yes\"): what libvirt's swtpm "
-	               "sealed (BitLocker) needs its recovery key");
+	imp_caveat(l->g, "<tpm>: the guest gets a new TPM (tpm=\"yes\"): what libvirt's swtpm "
+	                 "sealed (BitLocker) needs its recovery key");
 	return 0;
 }
 
@@ -401,6 +440,8 @@ static int lv_device(struct lv *l, const xmlNode *n)
 	}
 	if (is(n, "tpm"))
 		return lv_tpm(l, n);
+	if (is(n, "hostdev"))
+		return lv_hostdev(l, n);
 	if (is(n, "memballoon")) {
 		attr(n, "model", type, sizeof(type));
 		l->g->balloon = !strcmp(type, "virtio");

@@ -29,6 +29,35 @@ void imp_note(struct imp_guest *g, const char *fmt, ...)
 	va_end(ap);
 }
 
+void imp_caveat(struct imp_guest *g, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (g->nnote >= IMP_MAX_NOTES)
+		return;
+	g->caveat[g->nnote] = true;
+	va_start(ap, fmt);
+	vsnprintf(g->note[g->nnote++], IMP_NOTE_LEN, fmt, ap);
+	va_end(ap);
+}
+
+void imp_passthru(struct imp_guest *g, const char *id, unsigned dom, unsigned bus, unsigned slot,
+                  unsigned fn)
+{
+	if (dom != 0 || bus > 255 || slot > 31 || fn > 7 || g->npt >= IMP_MAX_PT) {
+		imp_note(g, "%s: %04x:%02x:%02x.%x: %s", id, dom, bus, slot, fn,
+		         g->npt >= IMP_MAX_PT ? "too many passthrough devices"
+		                              : "not an address vm's passthruN takes (domain 0)");
+		return;
+	}
+	snprintf(g->passthru[g->npt], sizeof(g->passthru[0]), "%u/%u/%u", bus, slot, fn);
+	imp_caveat(g,
+	           "%s: passthru%zu=\"%s\" (host 0000:%02x:%02x.%x): bind it to vfio-pci on this "
+	           "host first",
+	           id, g->npt, g->passthru[g->npt], bus, slot, fn);
+	g->npt++;
+}
+
 void imp_copy(char *dst, size_t len, const char *src)
 {
 	size_t n = 0;
@@ -385,6 +414,29 @@ static bool pve_bookkeeping(const char *key)
 	return false;
 }
 
+/* hostpciN: "[DOMAIN:]BUS:SLOT[.FUNC][,options]" in hex; without .FUNC
+ * Proxmox passes every function, which vm wants named one by one. */
+static void pve_hostpci(struct pve *p, const char *key, const char *v)
+{
+	unsigned dom = 0, bus, slot, fn;
+	int n = 0;
+	char rest;
+
+	if (sscanf(v, "%x:%x:%x.%x%n", &dom, &bus, &slot, &fn, &n) == 4 ||
+	    (dom = 0, sscanf(v, "%x:%x.%x%n", &bus, &slot, &fn, &n) == 3)) {
+		if (v[n] == '\0' || v[n] == ',') {
+			imp_passthru(p->g, key, dom, bus, slot, fn);
+			return;
+		}
+	}
+	if (sscanf(v, "%x:%x%c", &bus, &slot, &rest) >= 2 && !strchr(v, '.'))
+		imp_note(p->g,
+		         "%s: %s: every function of a device: name each as passthruN=\"B/S/F\"",
+		         key, v);
+	else
+		imp_note(p->g, "%s: %s: not a PCI address (mapped devices are not)", key, v);
+}
+
 /* Why a key with no vm setting is left out (NULL: just "not mapped"). */
 static const char *pve_why(const char *key)
 {
@@ -392,7 +444,6 @@ static const char *pve_why(const char *key)
 	static const struct {
 		const char *name, *why;
 	} why[] = {
-	    {"hostpci", "PCI passthrough is not supported"},
 	    {"usb", "USB passthrough is not supported"},
 	    {"scsihw", "SCSI disks become virtio-blk (ahci-hd for Windows)"},
 	    {"machine", "khyve's board is its own (i440FX-like): the guest sees new hardware"},
@@ -472,23 +523,25 @@ static int pve_key(struct pve *p, const char *key, const char *v)
 		g->rng = true;
 	} else if (!strcmp(key, "efidisk0")) {
 		return pve_efidisk(p, key, v);
+	} else if (!strncmp(key, "hostpci", 7) && isdigit((unsigned char)key[7])) {
+		pve_hostpci(p, key, v);
 	} else if (!strcmp(key, "balloon")) {
 		/* Proxmox's balloon is the guest's minimum in MiB; 0 turns it off. */
 		if (pve_uint(p, key, v, 0, UINT_MAX, &u) < 0)
 			return -1;
 		g->balloon = u != 0;
 		if (u != 0)
-			imp_note(g,
-			         "balloon: %u: the balloon is there (balloon=\"yes\"); "
-			         "khyvectl --balloon=SIZE sets its size, nothing keeps %u MiB as "
-			         "the floor",
-			         u, u);
+			imp_caveat(g,
+			           "balloon: %u: the balloon is there (balloon=\"yes\"); "
+			           "khyvectl --balloon=SIZE sets its size, nothing keeps %u MiB as "
+			           "the floor",
+			           u, u);
 	} else if (!strncmp(key, "tpmstate", 8)) {
 		g->tpm = true;
-		imp_note(g,
-		         "%s: the guest gets a new TPM (tpm=\"yes\"): what Proxmox's TPM "
-		         "sealed (BitLocker) needs its recovery key",
-		         key);
+		imp_caveat(g,
+		           "%s: the guest gets a new TPM (tpm=\"yes\"): what Proxmox's TPM "
+		           "sealed (BitLocker) needs its recovery key",
+		           key);
 	} else if (!strcmp(key, "scsihw") || !strcmp(key, "machine")) {
 		imp_note(g, "%s: %s", key, pve_why(key));
 	} else if (pve_disk_key(key, &bus)) {
