@@ -123,12 +123,18 @@ static void test_pve_values(void **state)
 		assert_true(err[0] != '\0');
 		assert_null(strchr(err, '\n'));
 	}
-	struct imp_guest *g = read_pve("memory: current=768\nhostpci0: 01:00.0\nwatchdog: "
+	struct imp_guest *g = read_pve("memory: current=768\nhostpci0: 0a:1f.7,pcie=1\n"
+	                               "hostpci1: 02:00\nhostpci2: 0001:00:01.0\nwatchdog: "
 	                               "model=i6300esb\nlocaltime: 0\nostype: win10\n",
 	                               NULL, err, sizeof(err));
 	assert_non_null(g);
 	assert_int_equal(g->memory_mib, 768);
-	assert_true(has_note(g, "hostpci0: PCI passthrough"));
+	/* hostpciN's hex address becomes vm-bhyve's decimal B/S/F. */
+	assert_int_equal(g->npt, 1);
+	assert_string_equal(g->passthru[0], "10/31/7");
+	assert_true(has_note(g, "hostpci0: passthru0=\"10/31/7\""));
+	assert_true(has_note(g, "hostpci1: 02:00: every function"));
+	assert_true(has_note(g, "hostpci2: 0001:00:01.0: not an address"));
 	assert_true(has_note(g, "watchdog: not mapped"));
 	assert_true(g->windows);
 	assert_false(g->localtime); /* localtime: 0 wins over Windows' default */
