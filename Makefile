@@ -384,7 +384,7 @@ check-deps:
 		libattr1-dev libfdt-dev groff-base man-db mandoc \
 		tesseract-ocr debian-installer-12-netboot-amd64 libcurl4-openssl-dev \
 		libwebsockets-dev libssl-dev libpam0g-dev libxml2-dev chromium novnc prometheus openssl nodejs \
-		swtpm swtpm-tools tpm2-tools
+		swtpm swtpm-tools tpm2-tools iputils-ping
 	@# vm web's xterm.js comes from npm (nodesource's nodejs ships it).
 	@command -v npm >/dev/null 2>&1 || scripts/need-packages npm
 

@@ -231,35 +231,6 @@ int vm_rom_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void
 	return set_slot(vm, slot, KVM_MEM_READONLY, gpa, on ? size : 0, hva);
 }
 
-#define THP_ALIGN (2ull << 20)
-
-/*
- * Anonymous memory whose start is a multiple of THP_ALIGN (mmap alone
- * gives 4 KiB alignment before Linux 6.7): KVM maps a transparent huge
- * page as one 2 MiB guest page only where the guest-physical and host
- * addresses agree modulo 2 MiB; otherwise every 4 KiB the guest touches
- * first is an exit of its own (an EPT/NPT fault: costly nested).
- * MAP_FAILED on failure, as mmap.
- */
-static void *map_ram_aligned(uint64_t size)
-{
-	size_t len = size + THP_ALIGN, head, tail;
-	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-	                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	uintptr_t start;
-
-	if (p == MAP_FAILED)
-		return MAP_FAILED;
-	start = ((uintptr_t)p + THP_ALIGN - 1) & ~(uintptr_t)(THP_ALIGN - 1);
-	head = start - (uintptr_t)p;
-	tail = len - head - size;
-	if (head > 0)
-		munmap(p, head);
-	if (tail > 0)
-		munmap((uint8_t *)start + size, tail);
-	return (void *)start;
-}
-
 /* Guest RAM at `gpa` (a multiple of 2 MiB here: 0 and 4 GiB). */
 static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
 {
@@ -269,12 +240,12 @@ static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
 	 * they come aligned to their size. */
 	void *hva = huge ? mmap(NULL, size, PROT_READ | PROT_WRITE,
 	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0)
-	                 : map_ram_aligned(size);
+	                 : mmap(NULL, size, PROT_READ | PROT_WRITE,
+	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 	if (hva == MAP_FAILED)
 		return -1;
-	/* Transparent huge pages cut the guest's TLB misses and, with the
-	 * alignment above, its first-touch faults; advisory only. */
+	/* Transparent huge pages cut the guest's TLB misses; advisory only. */
 	if (!huge)
 		madvise(hva, size, MADV_HUGEPAGE);
 	if ((vm->ram_flags & VM_RAM_MERGEABLE) && madvise(hva, size, MADV_MERGEABLE) < 0) {
