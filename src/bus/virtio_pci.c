@@ -11,6 +11,7 @@
 
 #include "bus/pci.h"
 #include "core/machine.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/sandbox.h"
 #include "lib/sbuf.h"
@@ -561,15 +562,8 @@ void virtio_worker_stop(struct virtio_worker *w)
 
 int virtio_queue_lock_timed(struct virtio_queue *q, unsigned timeout_ms)
 {
-	struct timespec until;
+	struct timespec until = realtime_deadline_after(timeout_ms);
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	return pthread_mutex_timedlock(&q->lock, &until) == 0 ? 0 : -1;
 }
 

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "vmm/vcpu.h"
 
 /* The start gate (machine_hold_start); static because there is one
@@ -65,21 +66,6 @@ static void kick_vcpus(struct machine *m)
 			vcpu_kick(m->vm.vcpus[i]);
 }
 
-/* A deadline for pthread_cond_timedwait(), which counts CLOCK_REALTIME. */
-static struct timespec deadline_after(unsigned ms)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_REALTIME, &t);
-	t.tv_sec += ms / 1000;
-	t.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
-}
-
 /* Wait on `c` (pause_lock held) until the deadline; false on timeout. */
 static bool wait_until(pthread_cond_t *c, const struct timespec *deadline)
 {
@@ -88,7 +74,7 @@ static bool wait_until(pthread_cond_t *c, const struct timespec *deadline)
 
 int machine_pause(struct machine *m, unsigned timeout_ms)
 {
-	struct timespec deadline = deadline_after(timeout_ms);
+	struct timespec deadline = realtime_deadline_after(timeout_ms);
 	int rc = 0;
 
 	pthread_mutex_lock(&pause_lock);

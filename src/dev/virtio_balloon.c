@@ -400,15 +400,8 @@ static int balloon_set_target(void *dev, uint64_t guest_bytes, char *err, size_t
 
 static void wait_stats(struct virtio_balloon *b, uint64_t gen, unsigned ms)
 {
-	struct timespec until;
+	struct timespec until = realtime_deadline_after(ms);
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	while (b->stats_gen == gen &&
 	       pthread_cond_timedwait(&b->stats_cond, &b->lock, &until) != ETIMEDOUT)
 		;

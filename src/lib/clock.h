@@ -16,4 +16,22 @@ static inline uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * The moment `ms` milliseconds from now on CLOCK_REALTIME, the clock
+ * pthread_cond_timedwait() counts by default: a deadline for it.
+ */
+static inline struct timespec realtime_deadline_after(unsigned ms)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
 #endif
