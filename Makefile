@@ -309,7 +309,7 @@ $(BUILD)/fuzz/obj/%.o: %.c $(FUZZ_COV_IGNORE)
 
 # FUZZ_LINK_OUT: core objects a target replaces with its own fakes.
 # FUZZ_LINK_IN: objects only that target links (and depends on).
-$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(CORE_FUZZ_OBJ) $(VM_FUZZ_OBJ)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(wildcard tests/fuzz/*.h) $(CORE_FUZZ_OBJ) $(VM_FUZZ_OBJ)
 	@mkdir -p $(@D)
 	$(call say,FUZZ,$@)$(FUZZ_CC) $(CPPFLAGS) -Itests/fuzz $(CFLAGS) -O1 $(FUZZ_SAN) -fsanitize=fuzzer \
 		-MF $(BUILD)/fuzz/obj/$(notdir $@).d -o $@ $< \

@@ -79,42 +79,64 @@ static int bootorder_line(char *buf, size_t cap, size_t *len, const char *node,
 	return 0;
 }
 
+/* A NIC given a boot ROM (rom=, an iPXE image): the user asked for
+ * network boot from it. */
+static bool boot_nic(const struct pci_func *f)
+{
+	return (strcmp(f->de->name, "e1000") == 0 || strcmp(f->de->name, "virtio-net") == 0) &&
+	       f->bar[PCI_NBARS].type == PCI_BAR_ROM;
+}
+
+/* The "bootorder" lines of function `f`: its disks (nics false) or, for a
+ * NIC with a boot ROM, the NIC (nics true); -1 when the buffer is full. */
+static int bootorder_lines(char *buf, size_t cap, size_t *len, const struct pci_func *f,
+                           bool nics)
+{
+	const char *name = f->de->name;
+
+	if (nics)
+		return boot_nic(f) ? bootorder_line(buf, cap, len, "ethernet", f, "") : 0;
+	if (strcmp(name, "virtio-blk") == 0)
+		return bootorder_line(buf, cap, len, "scsi", f, "");
+	if (strcmp(name, "nvme") == 0)
+		return bootorder_line(buf, cap, len, "nvme", f, "");
+	if (strcmp(name, "ahci") != 0 && strcmp(name, "ahci-hd") != 0 && strcmp(name, "ahci-cd") != 0)
+		return 0;
+	for (unsigned port = 0; port < 32; port++) {
+		char key[64], suffix[32];
+
+		snprintf(key, sizeof(key), "pci.0.%u.%u.port.%u.type", f->slot, f->func, port);
+		if (config_get(key) == NULL)
+			continue;
+		snprintf(suffix, sizeof(suffix), "/drive@%x/disk@0", port);
+		if (bootorder_line(buf, cap, len, "sata", f, suffix) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* "bootorder": the disks and CD drives in slot order (AHCI ports in port
- * order), as QEMU names them.  SeaBIOS looks up "/pci@i0cf8/ *@SLOT" for
- * virtio-blk and NVMe and "/pci@i0cf8/ *@SLOT/drive@PORT/disk@0" for AHCI
- * ports; a pattern matches a line it is a prefix of (up to a '/'). */
+ * order), as QEMU names them, then the NICs that have a boot ROM
+ * ("ethernet", as QEMU names a NIC with a bootindex).  SeaBIOS looks up
+ * "/pci@i0cf8/ *@SLOT" for virtio-blk, NVMe and a ROM's boot entry and
+ * "/pci@i0cf8/ *@SLOT/drive@PORT/disk@0" for AHCI ports; a pattern
+ * matches a line it is a prefix of (up to a '/').  OVMF, once a line
+ * matched, drops the boot options of the PCI devices the file does not
+ * name (OvmfPkg QemuBootOrderLib, BootOrderComplete): without its line a
+ * NIC's PXE option (iPXE's EFI driver from efi-e1000.rom) would be gone. */
 static int add_bootorder(struct fw_cfg *fw)
 {
 	char buf[2048];
 	size_t len = 0;
-	bool full = false;
+	int rc = 0;
 
-	for (unsigned i = 0; i < pci_count() && !full; i++) {
-		const struct pci_func *f = pci_get(i);
-		const char *name;
+	for (int nics = 0; nics < 2 && rc == 0; nics++)
+		for (unsigned i = 0; i < pci_count() && rc == 0; i++) {
+			const struct pci_func *f = pci_get(i);
 
-		if (f == NULL || f->bus != 0 || f->de == NULL)
-			continue;
-		name = f->de->name;
-		if (strcmp(name, "virtio-blk") == 0) {
-			full = bootorder_line(buf, sizeof(buf), &len, "scsi", f, "") < 0;
-		} else if (strcmp(name, "nvme") == 0) {
-			full = bootorder_line(buf, sizeof(buf), &len, "nvme", f, "") < 0;
-		} else if (strcmp(name, "ahci") == 0 || strcmp(name, "ahci-hd") == 0 ||
-		           strcmp(name, "ahci-cd") == 0) {
-			for (unsigned port = 0; port < 32 && !full; port++) {
-				char key[64], suffix[32];
-
-				snprintf(key, sizeof(key), "pci.0.%u.%u.port.%u.type", f->slot,
-				         f->func, port);
-				if (config_get(key) == NULL)
-					continue;
-				snprintf(suffix, sizeof(suffix), "/drive@%x/disk@0", port);
-				full =
-				    bootorder_line(buf, sizeof(buf), &len, "sata", f, suffix) < 0;
-			}
+			if (f != NULL && f->bus == 0 && f->de != NULL)
+				rc = bootorder_lines(buf, sizeof(buf), &len, f, nics != 0);
 		}
-	}
 	return fw_cfg_add_file(fw, "bootorder", buf, len);
 }
 

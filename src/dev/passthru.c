@@ -11,8 +11,13 @@
  * pointer and the MSI-X capability are emulated (bus/pci.c, from a copy
  * read at start); every other byte is the device's, read and written
  * through the VFIO config region.  The command register is emulated and
- * forwarded.  The MSI capability is unlinked from the list, so the guest
- * uses MSI-X (or INTx).  BARs get guest addresses of their own; memory
+ * forwarded.  With a usable MSI-X capability the MSI one is unlinked from
+ * the list, so the guest uses MSI-X (or INTx); a device with MSI only
+ * keeps its (64-bit) MSI capability, emulated in bus/pci.c's layout with
+ * one vector and no per-vector masking, and when the guest enables it a
+ * KVM route to the guest's address and data with an irqfd becomes the
+ * device's MSI trigger (adopt_msi); a 32-bit-only MSI capability is
+ * unlinked (INTx).  BARs get guest addresses of their own; memory
  * BARs VFIO lets us mmap become KVM memory slots at the guest's BAR
  * address (moved with it, bar_moved), except the pages holding the MSI-X
  * table and PBA, which trap and are emulated (pci_adopt_msix_cap); other
@@ -79,6 +84,10 @@ struct passthru {
 	struct pt_bar bar[PCI_NBARS];
 	int irq_index; /* VFIO IRQ index the device now uses, -1 none */
 	int intx_fd, intx_unmask_fd;
+	/* MSI of a device without MSI-X: the device's capability offset (0:
+	 * none), the irqfd VFIO signals and its KVM route (-1: none). */
+	uint8_t msi_cap;
+	int msi_fd, msi_gsi;
 	int req_fd;
 	bool reset; /* VFIO_DEVICE_RESET worked at start */
 };
@@ -197,6 +206,8 @@ static int passthru_cfg_write(struct pci_func *f, unsigned off, unsigned size, u
 		return -1; /* BARs, command, MSI-X: the bus's */
 	}
 	if (f->msix.cap && off + size > f->msix.cap && off < f->msix.cap + 12u)
+		return -1;
+	if (f->msi.cap && off + size > f->msi.cap && off < f->msi.cap + 14u)
 		return -1;
 	/* A capability's ID and next bytes are read-only; its other bytes in
 	 * the same access still go to the device. */
@@ -405,8 +416,48 @@ static void adopt_msix(struct passthru *sc, uint8_t cap)
 	emulate_bytes(sc, cap, 12);
 }
 
-/* Walk the capability list: emulate every ID and next byte, adopt MSI-X,
- * unlink MSI (khyve's MSI emulation has its own layout). */
+#define PT_MSI_64BIT 0x0080u /* MSI control: 64-bit address (PCI 3.0 6.8.1.3) */
+#define PT_MSI_PVM   0x0100u /* MSI control: per-vector masking */
+
+/*
+ * A device with MSI and no usable MSI-X: its MSI capability back at the
+ * head of the list, in bus/pci.c's layout (64-bit address at +4, data at
+ * +12, one vector, no masking: the same offsets as the device's own 64-bit
+ * layout, so nothing beyond the capability is covered).  The guest's
+ * writes stay in the copy; VFIO programs the device's real capability
+ * when passthru_msi_changed() hands it the irqfd.  A 32-bit-only
+ * capability has the data where bus/pci.c has the upper address: left
+ * unlinked, the device uses INTx.
+ */
+static void adopt_msi(struct passthru *sc)
+{
+	struct pci_func *f = sc->f;
+	uint8_t cap = sc->msi_cap;
+	uint16_t ctrl;
+
+	if (cap == 0 || f->msix.cap != 0)
+		return;
+	ctrl = (uint16_t)pci_get_cfg(f, cap + 2, 2);
+	if (!(ctrl & PT_MSI_64BIT) || sc->dev.irq_count[VFIO_PCI_MSI_IRQ_INDEX] == 0) {
+		log_warn("passthru %s: its MSI capability is not usable (%s); INTx only", sc->name,
+		         ctrl & PT_MSI_64BIT ? "VFIO offers no MSI" : "32-bit addresses only");
+		sc->msi_cap = 0;
+		return;
+	}
+	sc->msi_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (sc->msi_fd < 0) {
+		sc->msi_cap = 0;
+		return;
+	}
+	memset(f->cfg + cap + 2, 0, (ctrl & PT_MSI_PVM) ? 22 : 12);
+	pci_set_cfg(f, cap + 2, 2, PT_MSI_64BIT);
+	f->cfg[cap + 1] = f->cfg[PCIR_CAP_PTR];
+	f->cfg[PCIR_CAP_PTR] = cap;
+	f->msi.cap = cap;
+}
+
+/* Walk the capability list: emulate every ID and next byte, adopt MSI-X;
+ * MSI is unlinked, and put back by adopt_msi() when there is no MSI-X. */
 static void setup_caps(struct passthru *sc)
 {
 	struct pci_func *f = sc->f;
@@ -420,6 +471,8 @@ static void setup_caps(struct passthru *sc)
 		emulate_bytes(sc, off, 2);
 		if (id == PCIY_MSI) {
 			emulate_bytes(sc, off, 24);
+			if (sc->msi_cap == 0 && off <= PCI_CFG_SIZE - 24)
+				sc->msi_cap = (uint8_t)off;
 			f->cfg[prev == PCIR_CAP_PTR ? PCIR_CAP_PTR : prev + 1] = next;
 		} else {
 			if (id == PCIY_MSIX && f->msix.cap == 0)
@@ -428,6 +481,7 @@ static void setup_caps(struct passthru *sc)
 		}
 		off = next;
 	}
+	adopt_msi(sc);
 }
 
 /* Route INTx from VFIO to the slot's GSI; the EOI unmasks the host line. */
@@ -467,7 +521,9 @@ static void use_msix(struct passthru *sc, const int *fds, unsigned count)
 
 static void use_intx(struct passthru *sc)
 {
-	vfio_set_irq_eventfds(&sc->dev, VFIO_PCI_MSIX_IRQ_INDEX, NULL, 0);
+	vfio_set_irq_eventfds(&sc->dev,
+	                      sc->msi_cap ? VFIO_PCI_MSI_IRQ_INDEX : VFIO_PCI_MSIX_IRQ_INDEX, NULL,
+	                      0);
 	sc->irq_index = -1;
 	if (sc->intx_fd >= 0 &&
 	    vfio_set_irq_eventfds(&sc->dev, VFIO_PCI_INTX_IRQ_INDEX, &sc->intx_fd, 1) == 0 &&
@@ -475,14 +531,79 @@ static void use_intx(struct passthru *sc)
 		sc->irq_index = VFIO_PCI_INTX_IRQ_INDEX;
 }
 
+/* The MSI route: to the guest's address and data while MSI is enabled,
+ * bound to the irqfd; none otherwise.  sc->lock held. */
+static void msi_route(struct passthru *sc, bool want, uint64_t addr, uint32_t data)
+{
+	struct vm *vm = &sc->f->m->vm;
+
+	if (want && sc->msi_gsi >= 0) {
+		irq_route_msi_update(vm, sc->msi_gsi, addr, data);
+	} else if (want) {
+		sc->msi_gsi = irq_route_msi_add(vm, addr, data);
+		if (sc->msi_gsi >= 0 && irq_irqfd_bind(vm, sc->msi_fd, sc->msi_gsi) < 0) {
+			irq_route_msi_del(vm, sc->msi_gsi);
+			sc->msi_gsi = -1;
+		}
+	} else if (sc->msi_gsi >= 0) {
+		irq_irqfd_unbind(vm, sc->msi_fd, sc->msi_gsi);
+		irq_route_msi_del(vm, sc->msi_gsi);
+		sc->msi_gsi = -1;
+	}
+}
+
+/* MSI enable, address or data writes (a device without MSI-X). */
+static void passthru_msi_changed(struct passthru *sc)
+{
+	struct pci_func *f = sc->f;
+	uint8_t cap = sc->msi_cap;
+	uint64_t addr;
+	uint32_t data;
+	bool want;
+
+	pthread_mutex_lock(&f->cfg_lock);
+	want = pci_msi_enabled(f);
+	addr = pci_get_cfg(f, cap + 4, 4) | (uint64_t)pci_get_cfg(f, cap + 8, 4) << 32;
+	data = pci_get_cfg(f, cap + 12, 2);
+	pthread_mutex_unlock(&f->cfg_lock);
+	pthread_mutex_lock(&sc->lock);
+	if (!sc->gone) {
+		msi_route(sc, want, addr, data);
+		if (want && sc->irq_index != VFIO_PCI_MSI_IRQ_INDEX) {
+			if (sc->irq_index == VFIO_PCI_INTX_IRQ_INDEX)
+				vfio_set_irq_eventfds(&sc->dev, VFIO_PCI_INTX_IRQ_INDEX, NULL, 0);
+			sc->irq_index = -1;
+			if (sc->msi_gsi < 0)
+				log_ratelimited(&pt_rl, LOG_WARN,
+				                "passthru %s: MSI not enabled: no KVM route for it",
+				                sc->name);
+			else if (vfio_set_irq_eventfds(&sc->dev, VFIO_PCI_MSI_IRQ_INDEX, &sc->msi_fd,
+			                               1) < 0)
+				log_ratelimited(&pt_rl, LOG_WARN, "passthru %s: MSI not enabled: %s",
+				                sc->name, strerror(errno));
+			else
+				sc->irq_index = VFIO_PCI_MSI_IRQ_INDEX;
+		} else if (!want && sc->irq_index == VFIO_PCI_MSI_IRQ_INDEX) {
+			use_intx(sc);
+		}
+	}
+	pthread_mutex_unlock(&sc->lock);
+}
+
 /* MSI-X enable, mask or table writes: the device's triggers follow only
- * the enable bit; masking is the irqfds' business (bus/pci.c). */
+ * the enable bit; masking is the irqfds' business (bus/pci.c).  MSI
+ * writes of a device without MSI-X: passthru_msi_changed(). */
 static void passthru_vector_changed(struct pci_func *f)
 {
 	struct passthru *sc = f->softc;
 	unsigned count = f->msix.table_count;
 	int *fds = NULL;
 	bool want = pci_msix_enabled(f);
+
+	if (sc->msi_cap != 0) {
+		passthru_msi_changed(sc);
+		return;
+	}
 
 	/* The vectors' fds first: pci_msix_irqfd takes the config lock,
 	 * which comes before ours.  They stay the same for the function's
@@ -616,7 +737,7 @@ static int passthru_init(struct machine *m, struct pci_func *f, struct config_no
 	}
 	sc->f = f;
 	sc->irq_index = -1;
-	sc->intx_fd = sc->intx_unmask_fd = sc->req_fd = -1;
+	sc->intx_fd = sc->intx_unmask_fd = sc->req_fd = sc->msi_fd = sc->msi_gsi = -1;
 	sc->dev.fd = sc->dev.group = sc->dev.container = -1;
 	pthread_mutex_init(&sc->lock, NULL);
 	f->softc = sc;
@@ -630,9 +751,10 @@ static int passthru_init(struct machine *m, struct pci_func *f, struct config_no
 	setup_intx(sc);
 	watch_requests(sc);
 	log_info("passthru %s: %04x:%04x in slot %u, %u of %u BARs mapped into the guest, MSI-X "
-	         "%u vectors, INTx %s, %s",
+	         "%u vectors, MSI %s, INTx %s, %s",
 	         sc->name, pci_get_cfg(f, PCIR_VENDOR, 2), pci_get_cfg(f, PCIR_DEVICE, 2), f->slot,
 	         count_bars(sc, true), count_bars(sc, false), f->msix.table_count,
+	         f->msi.cap ? "on" : "off",
 	         sc->intx_fd >= 0 && sc->irq_index == VFIO_PCI_INTX_IRQ_INDEX ? "on" : "off",
 	         sc->reset ? "reset" : "not reset (no function-level reset)");
 	return 0;

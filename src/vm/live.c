@@ -111,6 +111,16 @@ static void show_mib(const char *name, double bytes)
 	printf("    %s: %lluM\n", name, bytes > 0 ? (unsigned long long)(bytes / 1048576.0) : 0ull);
 }
 
+/* A guest statistic: "-" when the driver did not report it (a Linux guest
+ * sends only the ones its kernel knows), never a made-up 0M. */
+static void show_stat_mib(const cJSON *stats, const char *name, const char *key)
+{
+	if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(stats, key)))
+		show_mib(name, num(stats, key));
+	else
+		printf("    %s: -\n", name);
+}
+
 void vm_live_show_memory(const struct vm_guest *g)
 {
 	cJSON *j = live_get(g, "vm.balloon");
@@ -126,10 +136,10 @@ void vm_live_show_memory(const struct vm_guest *g)
 	show_mib("guest-keeps", num(j, "actual_bytes"));
 	show_mib("reported-free", num(j, "reported_bytes"));
 	if (cJSON_IsObject(st)) {
-		show_mib("guest-total", num(st, "total_memory"));
-		show_mib("guest-free", num(st, "free_memory"));
-		show_mib("guest-available", num(st, "available_memory"));
-		show_mib("guest-caches", num(st, "disk_caches"));
+		show_stat_mib(st, "guest-total", "total_memory");
+		show_stat_mib(st, "guest-free", "free_memory");
+		show_stat_mib(st, "guest-available", "available_memory");
+		show_stat_mib(st, "guest-caches", "disk_caches");
 	}
 	cJSON_Delete(j);
 }

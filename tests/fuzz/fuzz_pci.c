@@ -27,6 +27,7 @@
  * State carries over from input to input, as in a running guest.
  */
 #include "fuzz.h"
+#include "fuzz_pci.h"
 
 #include "bus/pci.h"
 #include "core/iobus.h"
@@ -81,17 +82,6 @@ static uint32_t bdf(const struct pci_func *f)
 	return (uint32_t)f->bus << 8 | (uint32_t)f->slot << 3 | f->func;
 }
 
-static void bar_access(struct pci_func *f, unsigned idx, uint64_t off, unsigned size, bool wr,
-                       uint64_t val)
-{
-	const struct pci_bar *b = &f->bar[idx];
-
-	if (b->type == PCI_BAR_NONE || b->type == PCI_BAR_MEM64_HI || b->size == 0)
-		return;
-	(void)iobus_access(b->type == PCI_BAR_IO ? &m.pio : &m.mmio, b->addr + off % b->size, size,
-	                   wr, &val);
-}
-
 FUZZ_TARGET(setup_once)
 
 static void fuzz_one(struct fz *z)
@@ -130,7 +120,7 @@ static void fuzz_one(struct fz *z)
 			unsigned idx = fz_u8(z) % (PCI_NBARS + 1);
 			uint64_t off = fz_u16(z);
 
-			bar_access(f, idx, off, size, wr, fz_u64(z));
+			fuzz_bar_access(&m, f, idx, off, size, wr, fz_u64(z));
 			break;
 		}
 		case 4: {

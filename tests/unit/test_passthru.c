@@ -6,7 +6,9 @@
  * is checked in the file.  Config space: the header and MSI-X emulated,
  * the other bytes the device's, MSI unlinked, the command register
  * forwarded; BARs at guest addresses of their own, trapped accesses
- * forwarded, the MSI-X table kept from the device.
+ * forwarded, the MSI-X table kept from the device.  A second function (slot
+ * 6, its own file) has MSI and no MSI-X: its capability stays, in khyve's
+ * one-vector layout, emulated.
  */
 #include "unit.h"
 
@@ -27,9 +29,9 @@
 #define NVEC      8
 
 static char path[64];
-static int devfd = -1;
+static int devfd = -1, msifd = -1; /* the NVMe-like device; the MSI-only one */
 static struct machine m;
-static struct pci_func *f;
+static struct pci_func *f, *f6;
 
 static void put(uint64_t off, const void *buf, size_t len)
 {
@@ -81,8 +83,39 @@ static void make_device(void)
 	}
 }
 
+/* An MSI-only function: MSI at 0x50 (64-bit, per-vector masking, 4
+ * vectors, its mask bits at 0x60), PCIe at 0x70; BAR 0 of 4 KiB. */
+static void make_msi_device(void)
+{
+	uint8_t cfg[256] = {0};
+	uint32_t v = 0xfeb00000u;
+
+	cfg[0] = 0x86, cfg[1] = 0x80, cfg[2] = 0x22, cfg[3] = 0x29; /* 8086:2922 */
+	cfg[0x06] = PCIM_STATUS_CAPS;
+	cfg[0x09] = 0x01, cfg[0x0a] = 0x06, cfg[0x0b] = 0x01;
+	memcpy(&cfg[PCIR_BAR0], &v, 4);
+	cfg[PCIR_CAP_PTR] = 0x50;
+	cfg[PCIR_INTPIN] = 1;
+	cfg[0x50] = PCIY_MSI, cfg[0x51] = 0x70, cfg[0x52] = 0x84, cfg[0x53] = 0x01;
+	cfg[0x60] = 0x0f; /* the device's mask bits */
+	cfg[0x70] = PCIY_PCIE, cfg[0x72] = 0x02;
+	assert_int_equal(pwrite(msifd, cfg, sizeof(cfg), 0), (ssize_t)sizeof(cfg));
+	assert_int_equal(ftruncate(msifd, BAR0_OFF + 0x1000), 0);
+}
+
 static int fake_open(struct vfio_dev *d, const char *host, char *err, size_t errlen)
 {
+	if (strcmp(host, "0000:00:06.0") == 0) {
+		memset(d, 0, sizeof(*d));
+		d->container = d->group = -1;
+		d->fd = dup(msifd);
+		d->flags = VFIO_DEVICE_FLAGS_PCI;
+		d->region[VFIO_PCI_CONFIG_REGION_INDEX] = (struct vfio_region){256, 0, 3};
+		d->region[VFIO_PCI_BAR0_REGION_INDEX] = (struct vfio_region){0x1000, BAR0_OFF, 3};
+		d->irq_count[VFIO_PCI_INTX_IRQ_INDEX] = 1;
+		d->irq_count[VFIO_PCI_MSI_IRQ_INDEX] = 1;
+		return 0;
+	}
 	if (strcmp(host, "0000:00:05.0") != 0) {
 		snprintf(err, errlen, "unexpected host %s", host);
 		return -1;
@@ -109,17 +142,25 @@ static int group_setup(void **state)
 	if (devfd < 0)
 		return -1;
 	unlink(path);
+	snprintf(path, sizeof(path), "/tmp/khyve-pt-XXXXXX");
+	msifd = mkstemp(path);
+	if (msifd < 0)
+		return -1;
+	unlink(path);
 	make_device();
+	make_msi_device();
 	passthru_test_open = fake_open;
 	machine_init_detached(&m, "unit", NULL, 0, 0);
 	config_reset();
 	if (pci_parse_slot_option("5,passthru,0000:00:05.0", err, sizeof(err)) < 0 ||
+	    pci_parse_slot_option("6,passthru,0000:00:06.0", err, sizeof(err)) < 0 ||
 	    pci_init(&m, err, sizeof(err)) < 0) {
 		fprintf(stderr, "set-up: %s\n", err);
 		return -1;
 	}
 	f = pci_get(0);
-	return f == NULL ? -1 : 0;
+	f6 = pci_get(1);
+	return f == NULL || f6 == NULL || f6->slot != 6 ? -1 : 0;
 }
 
 static uint32_t cfg_rd(unsigned off, unsigned size)
@@ -245,12 +286,44 @@ static void test_msix(void **state)
 	cfg_wr(PCIR_COMMAND, 2, 0);
 }
 
+/* MSI only: the capability stays linked, one vector, 64-bit, no masking;
+ * enabling it is emulated (VFIO programs the device), the device's bytes
+ * stay as they were. */
+static void test_msi_only(void **state)
+{
+	unsigned ids[4], n = 0;
+
+	(void)state;
+	for (unsigned off = pci_cfg_read(0, 6, 0, PCIR_CAP_PTR, 1); off != 0 && n < 4;
+	     off = pci_cfg_read(0, 6, 0, off + 1, 1))
+		ids[n++] = pci_cfg_read(0, 6, 0, off, 1);
+	assert_int_equal(n, 2);
+	assert_int_equal(ids[0], PCIY_MSI);
+	assert_int_equal(ids[1], PCIY_PCIE);
+	assert_int_equal(f6->msi.cap, 0x50);
+	assert_int_equal(f6->msix.cap, 0);
+	assert_int_equal(pci_cfg_read(0, 6, 0, 0x52, 2), 0x0080);
+	assert_int_equal(pci_cfg_read(0, 6, 0, 0x60, 4), 0); /* no mask bits shown */
+	pci_cfg_write(0, 6, 0, 0x54, 4, 0xfee01000u);
+	pci_cfg_write(0, 6, 0, 0x58, 4, 0);
+	pci_cfg_write(0, 6, 0, 0x5c, 2, 0x4041);
+	pci_cfg_write(0, 6, 0, 0x52, 2, 0x0071); /* enable, asking for 8 vectors */
+	assert_true(pci_msi_enabled(f6));
+	assert_int_equal(f6->msi.nvec, 1);
+	assert_int_equal(pci_cfg_read(0, 6, 0, 0x54, 4), 0xfee01000u);
+	assert_int_equal(pci_cfg_read(0, 6, 0, 0x5c, 2), 0x4041);
+	pci_cfg_write(0, 6, 0, 0x52, 2, 0);
+	assert_false(pci_msi_enabled(f6));
+	assert_int_equal(pread(msifd, &n, 2, 0x52), 2);
+	assert_int_equal(n & 0xffff, 0x0184); /* not written to the device */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_header),       cmocka_unit_test(test_cap_list),
 	    cmocka_unit_test(test_device_bytes), cmocka_unit_test(test_command_and_bars),
-	    cmocka_unit_test(test_msix),
+	    cmocka_unit_test(test_msix),         cmocka_unit_test(test_msi_only),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -1,6 +1,7 @@
 # vm and khyve's API socket: khyve gets -o api.socket=DIR/khyve.sock; vm
 # list's STATE and vm info's state come from vm.info when the socket
-# answers (Paused), vm info shows vm.counters; without an answer both stay
+# answers (Paused), vm info shows vm.counters and the balloon's memory;
+# without an answer both stay
 # as they were.  tests/api/fake-khyve stands in for khyve's API.
 . "$TOP/tests/vm/lib.sh"
 . "$TOP/tests/vm/fake.sh"
@@ -31,6 +32,12 @@ grep -q '^    disk0: reads=120 writes=45 read-bytes=491520 write-bytes=184320 er
 	"$scratch/info" || die "disk0: $(cat "$scratch/info")"
 grep -q '^    net0: rx-packets=33 rx-bytes=4096 tx-packets=21 tx-bytes=2048$' "$scratch/info" ||
 	die "net0: $(cat "$scratch/info")"
+# The balloon's memory section: what the fake's vm.balloon says, a
+# statistic the guest did not send as "-".
+sed -n '/^  memory (virtio-balloon)$/,/^$/p' "$scratch/info" | grep . | tr -s ' ' >"$scratch/mem"
+printf '%s\n' ' memory (virtio-balloon)' ' ram: 512M' ' target: 512M' ' guest-keeps: 512M' \
+	' reported-free: 100M' ' guest-total: -' ' guest-free: 256M' ' guest-available: -' \
+	' guest-caches: -' | cmp -s - "$scratch/mem" || die "memory section: $(cat "$scratch/info")"
 kill "$api_pid"
 wait "$api_pid" 2>/dev/null || :
 vm list | awk '$1 == "api"' | grep -q 'Running ([0-9]*)$' || die "after the API: $(vm list)"
