@@ -158,7 +158,7 @@ $(BUILD)/san/tests/%: tests/unit/%.c $(CORE_SAN_OBJ) $(VM_ONLY_SAN_OBJ)
 
 # virtio-net's receive test reads the guest's header at every vq_push().
 $(BUILD)/tests/test_virtio_net $(BUILD)/san/tests/test_virtio_net: LDFLAGS += -Wl,--wrap=vq_push
-# virtio-net's counters and saved state, and e1000: the tap is a socket pair (tests/unit/fake_tap.h).
+# virtio-net's counters and saved state, and e1000: the tap is a socket pair (tests/fake_tap.h).
 $(BUILD)/tests/test_net_counters $(BUILD)/san/tests/test_net_counters \
 $(BUILD)/tests/test_e1000 $(BUILD)/san/tests/test_e1000 \
 $(BUILD)/tests/test_virtio_net_state $(BUILD)/san/tests/test_virtio_net_state: LDFLAGS += \
@@ -316,7 +316,7 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(wildcard tests/fuzz/*.h) $(CORE_FUZZ_OBJ) $(VM
 		$(filter-out $(FUZZ_LINK_OUT),$(CORE_FUZZ_OBJ)) $(VM_FUZZ_OBJ) $(FUZZ_LINK_IN) $(LIBS) $(LDFLAGS)
 
 # fuzz_virtio_net and fuzz_e1000 bring their own tap (a socket pair,
-# tests/fuzz/fake_tap.h): no host interfaces.
+# tests/fake_tap.h): no host interfaces.
 $(BUILD)/fuzz/fuzz_virtio_net $(BUILD)/fuzz/fuzz_e1000: FUZZ_LINK_OUT := $(BUILD)/fuzz/obj/src/backend/tap.o
 # fuzz_web: /metrics' text (its handler's callees are the target's stand-ins).
 $(BUILD)/fuzz/fuzz_web: FUZZ_LINK_IN := $(BUILD)/fuzz/obj/src/web/metrics.o

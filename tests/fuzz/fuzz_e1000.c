@@ -2,7 +2,7 @@
  * libFuzzer target for the e1000 (src/dev/e1000.c) in a detached machine:
  * register writes and reads through BAR 0 and the I/O BAR, descriptor
  * rings and buffers in fake guest RAM, frames from the tap (a socket
- * pair, tests/fuzz/fake_tap.h) for the receive thread, and the saved
+ * pair, tests/fake_tap.h) for the receive thread, and the saved
  * state.
  *
  * Input: a sequence of ops, each an opcode byte and its operands; bits 2:0:
@@ -33,7 +33,7 @@
 #include "lib/config.h"
 #include "lib/sbuf.h"
 
-#include "fake_tap.h"
+#include "../fake_tap.h"
 
 #define RAM_GPA  0x100000ull
 #define RAM_SIZE 0x40000ull /* 256 KiB */

@@ -89,7 +89,7 @@
 #define REGION_NOTIFY 0x3000
 
 #ifdef VIRTIO_FUZZ_NET
-#include "fake_tap.h"
+#include "../fake_tap.h"
 #else
 /* No tap in the other virtio targets: frame() and drain_tap() do nothing. */
 static const int tap_peer = -1, tap_dev_end = -1;

@@ -2,7 +2,7 @@
  * Unit tests for the e1000 (src/dev/e1000.c), driven through BAR 0 and
  * BAR 2 as Linux's e1000 driver does, in a detached machine (no KVM; INTx
  * through machine.intx_hook) with rings and buffers in fake guest RAM and
- * the tap a socket pair (tests/unit/fake_tap.h): reset and identity, the
+ * the tap a socket pair (tests/fake_tap.h): reset and identity, the
  * EEPROM read bit by bit and through EERD with its checksum, the PHY's
  * link, transmit of a legacy frame, with checksum insertion and with TCP
  * segmentation (checksums verified), receive into posted buffers with the
@@ -23,7 +23,8 @@
 #include "lib/config.h"
 #include "lib/sbuf.h"
 
-#include "fake_tap.h" /* the tap: a socket pair */
+#define FAKE_TAP_WRAPPED /* the Makefile wraps tap_*() for this test */
+#include "../fake_tap.h" /* the tap: a socket pair */
 
 #define RAM_GPA   0x100000ull
 #define RAM_SIZE  0x100000ull
@@ -95,14 +96,14 @@ static int group_setup(void **state)
 	bar0 = f->bar[0].addr;
 	bar2 = f->bar[2].addr;
 	pci_cfg_write(0, 3, 0, PCIR_COMMAND, 2, PCIM_CMD_MEM | PCIM_CMD_IO | PCIM_CMD_BUSMASTER);
-	return f->bar[0].mapped && f->bar[2].mapped && host_end >= 0 ? 0 : -1;
+	return f->bar[0].mapped && f->bar[2].mapped && tap_peer >= 0 ? 0 : -1;
 }
 
 static void host_drain(void)
 {
 	uint8_t buf[4096];
 
-	while (recv(host_end, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+	while (recv(tap_peer, buf, sizeof(buf), MSG_DONTWAIT) > 0)
 		;
 }
 
@@ -237,7 +238,7 @@ static void put_desc(uint64_t ring, unsigned i, uint64_t addr, uint32_t lenfield
 
 static ssize_t host_recv(uint8_t *buf, size_t len)
 {
-	return recv(host_end, buf, len, MSG_DONTWAIT);
+	return recv(tap_peer, buf, len, MSG_DONTWAIT);
 }
 
 static void test_tx_legacy(void **state)
@@ -462,7 +463,7 @@ static void host_send(const uint8_t *dst, unsigned len, uint8_t fill)
 	memcpy(frame + VH, dst, 6);
 	memcpy(frame + VH + 6, "\x02\x77\x77\x77\x77\x77", 6);
 	memset(frame + VH + 12, fill, len - 12);
-	assert_int_equal(send(host_end, frame, VH + len, 0), (ssize_t)(VH + len));
+	assert_int_equal(send(tap_peer, frame, VH + len, 0), (ssize_t)(VH + len));
 }
 
 static bool wait_dd(unsigned i, unsigned ms)

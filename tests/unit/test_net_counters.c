@@ -24,7 +24,8 @@
 #include "core/machine.h"
 #include "lib/config.h"
 
-#include "fake_tap.h" /* the tap: a socket pair */
+#define FAKE_TAP_WRAPPED /* the Makefile wraps tap_*() for this test */
+#include "../fake_tap.h" /* the tap: a socket pair */
 #include "unit_counters.h"
 
 #define RAM_GPA       0x100000ull
@@ -149,14 +150,14 @@ static int group_setup(void **state)
 	f = pci_get(0);
 	bar = f->bar[VBAR].addr;
 	pci_cfg_write(0, 4, 0, PCIR_COMMAND, 2, PCIM_CMD_MEM);
-	return f->bar[VBAR].mapped && host_end >= 0 ? 0 : -1;
+	return f->bar[VBAR].mapped && tap_peer >= 0 ? 0 : -1;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
 	wr(CC_STATUS, 1, 0); /* joins the device's threads */
-	close(host_end);
+	close(tap_peer);
 	return 0;
 }
 
@@ -219,7 +220,7 @@ static void host_send(unsigned len)
 
 	memset(frame, 0, HDR);
 	memset(frame + HDR, 0xa5, len - HDR);
-	assert_int_equal(send(host_end, frame, len, 0), (ssize_t)len);
+	assert_int_equal(send(tap_peer, frame, len, 0), (ssize_t)len);
 }
 
 static void test_counters_start_at_zero(void **state)
@@ -242,12 +243,12 @@ static void test_tx_counts_and_drops(void **state)
 	start_device();
 	guest_send(0, 60);
 	assert_true(wait_used(TX_USED, 1));
-	assert_int_equal(recv(host_end, got, sizeof(got), 0), HDR + 60);
+	assert_int_equal(recv(tap_peer, got, sizeof(got), 0), HDR + 60);
 	assert_true(wait_counter("tx_packets_total", 1));
 	assert_int_equal(net0("tx_bytes_total"), 60);
 	assert_int_equal(net0("tx_drops_total"), 0);
 	/* The tap refuses the next one (the host stopped reading: EPIPE). */
-	assert_int_equal(shutdown(host_end, SHUT_RD), 0);
+	assert_int_equal(shutdown(tap_peer, SHUT_RD), 0);
 	guest_send(1, 100);
 	assert_true(wait_used(TX_USED, 2));
 	assert_true(wait_counter("tx_drops_total", 1));

@@ -27,7 +27,8 @@
 #include "lib/config.h"
 #include "lib/sbuf.h"
 
-#include "fake_tap.h" /* the tap: a socket pair */
+#define FAKE_TAP_WRAPPED /* the Makefile wraps tap_*() for this test */
+#include "../fake_tap.h" /* the tap: a socket pair */
 
 #define RAM_GPA       0x100000ull
 #define RAM_SIZE      0x100000ull
@@ -156,14 +157,14 @@ static int group_setup(void **state)
 	f = pci_get(0);
 	bar = f->bar[VBAR].addr;
 	pci_cfg_write(0, 4, 0, PCIR_COMMAND, 2, PCIM_CMD_MEM);
-	return f->bar[VBAR].mapped && host_end >= 0 ? 0 : -1;
+	return f->bar[VBAR].mapped && tap_peer >= 0 ? 0 : -1;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
 	wr(CC_STATUS, 1, 0); /* joins the device's threads */
-	close(host_end);
+	close(tap_peer);
 	return 0;
 }
 
@@ -172,7 +173,7 @@ static void host_drain(void)
 {
 	uint8_t buf[4096];
 
-	while (recv(host_end, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+	while (recv(tap_peer, buf, sizeof(buf), MSG_DONTWAIT) > 0)
 		;
 }
 
@@ -219,7 +220,7 @@ static void host_send(unsigned len)
 
 	memset(frame, 0, HDR);
 	memset(frame + HDR, 0xa5, len - HDR);
-	assert_int_equal(send(host_end, frame, len, 0), (ssize_t)len);
+	assert_int_equal(send(tap_peer, frame, len, 0), (ssize_t)len);
 }
 
 /* RARP announcements the host has seen since the last reset to 0. */
@@ -251,7 +252,7 @@ static unsigned host_frames(unsigned ms)
 	ssize_t got;
 
 	for (unsigned t = 0; t < ms; t++) {
-		while ((got = recv(host_end, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+		while ((got = recv(tap_peer, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 			if (is_rarp(buf, got))
 				rarps_seen++;
 			else
