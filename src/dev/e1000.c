@@ -1009,12 +1009,10 @@ static void announce_if_due(struct e1000 *e, uint64_t now)
 static int rx_timeout_ms(struct e1000 *e)
 {
 	uint64_t now = monotonic_ns();
-	int irq = -1, ann = announce_timeout_ms(&e->announce, now);
+	int irq = -1, ann = announce_poll_ms(&e->announce, now, e->rx_paused);
 
 	if (e->irq_due_ns != 0)
 		irq = now >= e->irq_due_ns ? 0 : (int)((e->irq_due_ns - now) / 1000000 + 1);
-	if (e->rx_paused && ann >= 0)
-		ann = 10; /* a checkpoint's quiesce: look again soon */
 	if (irq < 0 || (ann >= 0 && ann < irq))
 		return ann;
 	return irq;

@@ -324,13 +324,11 @@ static int announce_due_ms(struct virtio_net *net)
 {
 	uint64_t now = monotonic_ns();
 
-	if (net->rx_paused && net->announce.left > 0)
-		return 10; /* a checkpoint's quiesce: look again soon */
-	if (announce_due(&net->announce, now)) {
+	if (!net->rx_paused && announce_due(&net->announce, now)) {
 		announce_send(net);
 		announce_sent(&net->announce, now);
 	}
-	return announce_timeout_ms(&net->announce, now);
+	return announce_poll_ms(&net->announce, now, net->rx_paused);
 }
 
 static int rx_poll_timeout(struct virtio_net *net, struct virtio_queue *q)

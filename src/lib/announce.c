@@ -29,6 +29,13 @@ int announce_timeout_ms(const struct announce *a, uint64_t now)
 	return now >= a->at ? 0 : (int)((a->at - now + 999999) / 1000000);
 }
 
+int announce_poll_ms(const struct announce *a, uint64_t now, bool paused)
+{
+	if (paused && a->left > 0)
+		return ANNOUNCE_PAUSED_MS;
+	return announce_timeout_ms(a, now);
+}
+
 size_t announce_frame(uint8_t frame[ANNOUNCE_FRAME], const uint8_t mac[6])
 {
 	static const uint8_t rarp[] = {0x80, 0x35,  /* EtherType RARP */

@@ -40,6 +40,15 @@ void announce_sent(struct announce *a, uint64_t now);
  * up, for poll(2); -1 when none is left. */
 int announce_timeout_ms(const struct announce *a, uint64_t now);
 
+/* A device's receive side is quiesced (`paused`: a checkpoint) while
+ * frames are left: nothing is sent then, and it looks again after this
+ * many ms. */
+#define ANNOUNCE_PAUSED_MS 10
+
+/* announce_timeout_ms(), but ANNOUNCE_PAUSED_MS while `paused` with frames
+ * left: the poll(2) timeout of a device's receive thread. */
+int announce_poll_ms(const struct announce *a, uint64_t now, bool paused);
+
 /* Fill `frame` with the RARP reverse request for `mac`: broadcast, sender
  * and target hardware addresses `mac`, both protocol addresses 0.
  * Returns ANNOUNCE_FRAME, its length in bytes. */
