@@ -68,6 +68,9 @@ struct blockif_ctx {
 	/* io_uring */
 	struct io_uring ring;
 	unsigned uring_inflight; /* requests (not watches) in the ring */
+	/* A read, write or flush queued with nothing in flight, held back
+	 * until the submit: still alone then, it runs inline (run_held). */
+	struct blockif_req *held;
 	/* watched fds (blockif_ctx_watch) */
 	int watch_fd[BLOCKIF_MAX_WATCH];
 	uint32_t watch_tag[BLOCKIF_MAX_WATCH];
@@ -906,6 +909,45 @@ bool blockif_spin(unsigned us, bool (*ready)(void *arg), void *arg, const bool *
 	return false;
 }
 
+static bool inline_op(const struct blockif_req *req)
+{
+	return req->op == BLOCKIF_READ || req->op == BLOCKIF_WRITE || req->op == BLOCKIF_FLUSH;
+}
+
+/* A second request came: the held one goes into the ring first, in order. */
+static void release_held(struct blockif_ctx *ctx)
+{
+	struct blockif_req *req = ctx->held;
+
+	if (req == NULL)
+		return;
+	ctx->held = NULL;
+	ctx->uring_inflight++;
+	uring_prep(ctx, req);
+}
+
+/*
+ * At the submit, the held request is still the only one (QD1, the
+ * fsync-after-each-write pattern of databases): it runs here, sparing the
+ * hop through one of io_uring's worker threads (a wake-up and two context
+ * switches) that an fsync always takes, and a read or write does wherever
+ * the file cannot try it without blocking (RWF_NOWAIT: tmpfs, ext4's
+ * buffered writes, O_DIRECT writes that must wait).  With one request
+ * there is nothing to overlap it with; a batch of two or more goes to
+ * io_uring whole.
+ */
+static void run_held(struct blockif_ctx *ctx)
+{
+	struct blockif_req *req = ctx->held;
+
+	if (req == NULL)
+		return;
+	ctx->held = NULL;
+	req->result = do_sync(ctx->bi, req);
+	list_append(&ctx->quick_head, &ctx->quick_tail, req);
+	signal_efd(ctx);
+}
+
 void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req)
 {
 	req->done = 0;
@@ -919,20 +961,16 @@ void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req)
 		req->result = -EOPNOTSUPP;
 	else if (req->op == BLOCKIF_DISCARD || req->op == BLOCKIF_WRITE_ZEROES)
 		req->result = do_space_op(ctx->bi, req);
-	else if (ctx->uring && (ctx->uring_inflight == 0 || ctx->bi->ram_backed) &&
-	         (req->op == BLOCKIF_FLUSH || req->op == BLOCKIF_READ || req->op == BLOCKIF_WRITE))
-		/* Nothing else in flight (QD1, the fsync-after-each-write pattern
-		 * of databases): the request here, sparing the hop through one
-		 * of io_uring's worker threads (a wake-up and two context
-		 * switches) that an fsync always takes, and a read or write
-		 * does wherever the file cannot try it without blocking
-		 * (RWF_NOWAIT: tmpfs, ext4's buffered writes, O_DIRECT writes
-		 * that must wait).  With one request there is nothing to
-		 * overlap it with; from the second on io_uring has them, but
-		 * for an image in RAM, where a worker thread per request costs
-		 * more than the copy (bench/blk-host: 3-5x the QD1 IOPS). */
+	else if (ctx->uring && ctx->bi->ram_backed && inline_op(req))
+		/* An image in RAM (tmpfs, ramfs): io_uring would hand every
+		 * read and write to a worker thread (no RWF_NOWAIT there), which
+		 * costs more than the copy (bench/blk-host: 3-5x the QD1 IOPS). */
 		req->result = do_sync(ctx->bi, req);
-	else if (ctx->uring) {
+	else if (ctx->uring && inline_op(req) && ctx->uring_inflight == 0 && ctx->held == NULL) {
+		ctx->held = req; /* alone so far: see run_held() */
+		return;
+	} else if (ctx->uring) {
+		release_held(ctx);
 		ctx->uring_inflight++;
 		uring_prep(ctx, req);
 		return;
@@ -947,6 +985,7 @@ void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req)
 void blockif_submit(struct blockif_ctx *ctx)
 {
 	if (ctx->uring) {
+		run_held(ctx);
 		io_uring_submit(&ctx->ring);
 		return;
 	}
@@ -993,8 +1032,10 @@ static unsigned take_quick(struct blockif_ctx *ctx, struct blockif_req **out, un
 static unsigned uring_wait(struct blockif_ctx *ctx, struct blockif_req **out, unsigned max,
                            uint32_t *fired)
 {
-	unsigned n = take_quick(ctx, out, max);
+	unsigned n;
 
+	run_held(ctx);
+	n = take_quick(ctx, out, max);
 	/* Sleep only when nothing is ready yet. */
 	if (n == 0 && io_uring_cq_ready(&ctx->ring) == 0)
 		io_uring_submit_and_wait(&ctx->ring, 1);
@@ -1043,6 +1084,7 @@ unsigned blockif_poll(struct blockif_ctx *ctx, struct blockif_req **out, unsigne
 		blockif_submit(ctx);
 		return count_done(ctx, out, reap(ctx, out, max));
 	}
+	run_held(ctx);
 	n = take_quick(ctx, out, max);
 	io_uring_submit(&ctx->ring);
 	return count_done(ctx, out, n + uring_drain(ctx, out + n, max - n, fired));
@@ -1050,7 +1092,7 @@ unsigned blockif_poll(struct blockif_ctx *ctx, struct blockif_req **out, unsigne
 
 bool blockif_ready(struct blockif_ctx *ctx)
 {
-	if (ctx->quick_head != NULL)
+	if (ctx->quick_head != NULL || ctx->held != NULL)
 		return true;
 	if (ctx->uring)
 		return io_uring_cq_ready(&ctx->ring) > 0;
