@@ -89,8 +89,7 @@ static bool boot_nic(const struct pci_func *f)
 
 /* The "bootorder" lines of function `f`: its disks (nics false) or, for a
  * NIC with a boot ROM, the NIC (nics true); -1 when the buffer is full. */
-static int bootorder_lines(char *buf, size_t cap, size_t *len, const struct pci_func *f,
-                           bool nics)
+static int bootorder_lines(char *buf, size_t cap, size_t *len, const struct pci_func *f, bool nics)
 {
 	const char *name = f->de->name;
 
@@ -100,7 +99,8 @@ static int bootorder_lines(char *buf, size_t cap, size_t *len, const struct pci_
 		return bootorder_line(buf, cap, len, "scsi", f, "");
 	if (strcmp(name, "nvme") == 0)
 		return bootorder_line(buf, cap, len, "nvme", f, "");
-	if (strcmp(name, "ahci") != 0 && strcmp(name, "ahci-hd") != 0 && strcmp(name, "ahci-cd") != 0)
+	if (strcmp(name, "ahci") != 0 && strcmp(name, "ahci-hd") != 0 &&
+	    strcmp(name, "ahci-cd") != 0)
 		return 0;
 	for (unsigned port = 0; port < 32; port++) {
 		char key[64], suffix[32];

@@ -521,9 +521,8 @@ static void use_msix(struct passthru *sc, const int *fds, unsigned count)
 
 static void use_intx(struct passthru *sc)
 {
-	vfio_set_irq_eventfds(&sc->dev,
-	                      sc->msi_cap ? VFIO_PCI_MSI_IRQ_INDEX : VFIO_PCI_MSIX_IRQ_INDEX, NULL,
-	                      0);
+	vfio_set_irq_eventfds(
+	    &sc->dev, sc->msi_cap ? VFIO_PCI_MSI_IRQ_INDEX : VFIO_PCI_MSIX_IRQ_INDEX, NULL, 0);
 	sc->irq_index = -1;
 	if (sc->intx_fd >= 0 &&
 	    vfio_set_irq_eventfds(&sc->dev, VFIO_PCI_INTX_IRQ_INDEX, &sc->intx_fd, 1) == 0 &&
@@ -577,10 +576,11 @@ static void passthru_msi_changed(struct passthru *sc)
 				log_ratelimited(&pt_rl, LOG_WARN,
 				                "passthru %s: MSI not enabled: no KVM route for it",
 				                sc->name);
-			else if (vfio_set_irq_eventfds(&sc->dev, VFIO_PCI_MSI_IRQ_INDEX, &sc->msi_fd,
-			                               1) < 0)
-				log_ratelimited(&pt_rl, LOG_WARN, "passthru %s: MSI not enabled: %s",
-				                sc->name, strerror(errno));
+			else if (vfio_set_irq_eventfds(&sc->dev, VFIO_PCI_MSI_IRQ_INDEX,
+			                               &sc->msi_fd, 1) < 0)
+				log_ratelimited(&pt_rl, LOG_WARN,
+				                "passthru %s: MSI not enabled: %s", sc->name,
+				                strerror(errno));
 			else
 				sc->irq_index = VFIO_PCI_MSI_IRQ_INDEX;
 		} else if (!want && sc->irq_index == VFIO_PCI_MSI_IRQ_INDEX) {
