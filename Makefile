@@ -500,42 +500,37 @@ ha-tests: $(BUILD)/bin/vm $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/gues
 	@tests/ha/agent $(BUILD)
 	@timeout -k 20 400 tests/ha/cluster $(BUILD)
 
+# The lab's tests, two level-1 boots at a time (tests/lab/all; LAB_JOBS=1
+# runs them one after the other).
 lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/bin/vm $(VNCSHOT_BIN)
-	@tests/lab/graphics
-	@tests/lab/demo
-	@tests/lab/linux-boot
-	@tests/lab/devices
-	@tests/lab/ahci
-	@tests/lab/net
-	@tests/lab/firmware
-	@tests/lab/nvme
-	@tests/lab/passthru
-	@tests/lab/durable
-	@tests/lab/vm-grub
-	@tests/lab/vm-newcomer
-	@tests/lab/uefi
+	@tests/lab/all
 
+# CHECK_T0: when make check began, for scripts/timed's running total.
+ifeq ($(origin CHECK_T0),undefined)
+CHECK_T0 := $(shell date +%s)
+endif
+check: export CHECK_T0
 check: check-deps
-	@$(MAKE) --no-print-directory layering
-	@$(MAKE) --no-print-directory format-check
-	@$(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
-	@$(MAKE) --no-print-directory build-tests
-	@$(MAKE) --no-print-directory doc-tests
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory vnc-tests
-	@$(MAKE) --no-print-directory fuzz-smoke
-	@$(MAKE) --no-print-directory vm-tests
-	@$(MAKE) --no-print-directory khyvectl-tests
-	@$(MAKE) --no-print-directory guest-tests
-	@$(MAKE) --no-print-directory cli-tests
-	@$(MAKE) --no-print-directory api-tests
-	@$(MAKE) --no-print-directory snapshot-tests
-	@$(MAKE) --no-print-directory web-tests
-	@$(MAKE) --no-print-directory soak-tests
-	@$(MAKE) --no-print-directory term-tests
-	@$(MAKE) --no-print-directory graphics-tests
-	@$(MAKE) --no-print-directory ha-tests
-	@$(MAKE) --no-print-directory lab-tests
+	@scripts/timed layering $(MAKE) --no-print-directory layering
+	@scripts/timed format-check $(MAKE) --no-print-directory format-check
+	@scripts/timed all $(MAKE) --no-print-directory all $(BUILD)/san/bin/khyve $(BUILD)/san/bin/vm
+	@scripts/timed build-tests $(MAKE) --no-print-directory build-tests
+	@scripts/timed doc-tests $(MAKE) --no-print-directory doc-tests
+	@scripts/timed unit $(MAKE) --no-print-directory unit
+	@scripts/timed vnc-tests $(MAKE) --no-print-directory vnc-tests
+	@scripts/timed fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
+	@scripts/timed vm-tests $(MAKE) --no-print-directory vm-tests
+	@scripts/timed khyvectl-tests $(MAKE) --no-print-directory khyvectl-tests
+	@scripts/timed guest-tests $(MAKE) --no-print-directory guest-tests
+	@scripts/timed cli-tests $(MAKE) --no-print-directory cli-tests
+	@scripts/timed api-tests $(MAKE) --no-print-directory api-tests
+	@scripts/timed snapshot-tests $(MAKE) --no-print-directory snapshot-tests
+	@scripts/timed web-tests $(MAKE) --no-print-directory web-tests
+	@scripts/timed soak-tests $(MAKE) --no-print-directory soak-tests
+	@scripts/timed term-tests $(MAKE) --no-print-directory term-tests
+	@scripts/timed graphics-tests $(MAKE) --no-print-directory graphics-tests
+	@scripts/timed ha-tests $(MAKE) --no-print-directory ha-tests
+	@scripts/timed lab-tests $(MAKE) --no-print-directory lab-tests
 	@echo "make check: all tests passed"
 
 # ---- install: binaries, templates, the systemd unit, man pages, bash completion ----
