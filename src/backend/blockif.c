@@ -409,6 +409,18 @@ static void signal_efd(struct blockif_ctx *ctx)
 	}
 }
 
+/* A request that finished in the calling thread (inline, refused, or a
+ * space op): on the quick list.  With io_uring only this thread takes from
+ * it (blockif_ready, blockif_poll and blockif_wait look there before they
+ * sleep), so no eventfd write: one syscall fewer per QD1 request.  The
+ * thread pool's wait sleeps in poll(2) on the eventfd, so it is signalled. */
+static void complete_quick(struct blockif_ctx *ctx, struct blockif_req *req)
+{
+	list_append(&ctx->quick_head, &ctx->quick_tail, req);
+	if (!ctx->uring)
+		signal_efd(ctx);
+}
+
 /* DISCARD and WRITE_ZEROES run synchronously: metadata operations. */
 static int do_space_op(struct blockif *bi, const struct blockif_req *req)
 {
@@ -471,8 +483,7 @@ static void uring_prep(struct blockif_ctx *ctx, struct blockif_req *req)
 	if (sqe == NULL) { /* cannot happen with depth-sized rings; be safe */
 		ctx->uring_inflight--;
 		req->result = do_sync(ctx->bi, req);
-		list_append(&ctx->quick_head, &ctx->quick_tail, req);
-		signal_efd(ctx);
+		complete_quick(ctx, req);
 		return;
 	}
 	if (req->op == BLOCKIF_READ)
@@ -944,8 +955,7 @@ static void run_held(struct blockif_ctx *ctx)
 		return;
 	ctx->held = NULL;
 	req->result = do_sync(ctx->bi, req);
-	list_append(&ctx->quick_head, &ctx->quick_tail, req);
-	signal_efd(ctx);
+	complete_quick(ctx, req);
 }
 
 void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req)
@@ -978,8 +988,7 @@ void blockif_queue(struct blockif_ctx *ctx, struct blockif_req *req)
 		list_append(&ctx->staged_head, &ctx->staged_tail, req);
 		return;
 	}
-	list_append(&ctx->quick_head, &ctx->quick_tail, req);
-	signal_efd(ctx);
+	complete_quick(ctx, req);
 }
 
 void blockif_submit(struct blockif_ctx *ctx)

@@ -133,7 +133,11 @@ struct blockif_ctx *blockif_ctx_create(struct blockif *bi, unsigned depth, char 
                                        size_t errlen);
 void blockif_ctx_destroy(struct blockif_ctx *ctx);
 
-/* An fd that polls readable when completions may be waiting. */
+/* An fd that polls readable when completions may be waiting: io_uring's
+ * or the worker threads'.  With io_uring, a request that finished inside
+ * blockif_queue() or blockif_submit() (an image in RAM, a lone request
+ * run inline) does not make it readable: blockif_ready() and the reaping
+ * calls see it. */
 int blockif_ctx_fd(struct blockif_ctx *ctx);
 
 /* Queue `req` (at most `depth` outstanding); sent by blockif_submit(). */

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -1005,14 +1006,18 @@ static void announce_if_due(struct e1000 *e, uint64_t now)
 	announce_sent(&e->announce, now);
 }
 
-/* Until the deferred interrupt or the next announcement; -1: neither. */
-static int rx_timeout_ms(struct e1000 *e)
+/* Until the deferred interrupt or the next announcement, in ns; -1:
+ * neither.  In ns, not poll(2)'s ms: ITR intervals are tens of µs (the
+ * Linux driver's dynamic ITR sets 4000-20000 interrupts/s), and rounding
+ * each one up to a millisecond slowed a bulk receive. */
+static int64_t rx_timeout_ns(struct e1000 *e)
 {
 	uint64_t now = monotonic_ns();
-	int irq = -1, ann = announce_poll_ms(&e->announce, now, e->rx_paused);
+	int ms = announce_poll_ms(&e->announce, now, e->rx_paused);
+	int64_t irq = -1, ann = ms < 0 ? -1 : (int64_t)ms * 1000000;
 
 	if (e->irq_due_ns != 0)
-		irq = now >= e->irq_due_ns ? 0 : (int)((e->irq_due_ns - now) / 1000000 + 1);
+		irq = now >= e->irq_due_ns ? 0 : (int64_t)(e->irq_due_ns - now);
 	if (irq < 0 || (ann >= 0 && ann < irq))
 		return ann;
 	return irq;
@@ -1023,16 +1028,19 @@ static void *rx_main(void *arg)
 	struct e1000 *e = arg;
 	struct pollfd pfd[2] = {{tap_fd(e->tap), POLLIN, 0}, {e->wake_fd, POLLIN, 0}};
 	bool watch_tap = true;
+	struct timespec ts;
 	uint64_t v;
-	int ms;
+	int64_t ns;
 
 	sandbox_thread_enter(SANDBOX_NET_RX);
 	for (;;) {
 		pthread_mutex_lock(&e->lock);
-		ms = rx_timeout_ms(e);
+		ns = rx_timeout_ns(e);
 		pthread_mutex_unlock(&e->lock);
 		pfd[0].events = watch_tap ? POLLIN : 0;
-		if (poll(pfd, 2, ms) < 0 && errno != EINTR)
+		ts.tv_sec = ns / 1000000000;
+		ts.tv_nsec = ns % 1000000000;
+		if (ppoll(pfd, 2, ns < 0 ? NULL : &ts, NULL) < 0 && errno != EINTR)
 			break;
 		/* Started before sandbox_arm(): filtered from the first wake
 		 * after it on. */
