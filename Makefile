@@ -509,7 +509,7 @@ lab-tests: $(BUILD)/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/bin/vm $(VNCSHOT_BI
 ifeq ($(origin CHECK_T0),undefined)
 CHECK_T0 := $(shell date +%s)
 endif
-check: export CHECK_T0
+export CHECK_T0
 check: check-deps
 	@scripts/timed layering $(MAKE) --no-print-directory layering
 	@scripts/timed format-check $(MAKE) --no-print-directory format-check
