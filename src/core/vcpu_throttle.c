@@ -18,12 +18,6 @@
 #define sigev_notify_thread_id _sigev_un._tid
 #endif
 
-static struct timespec ns_to_timespec(uint64_t ns)
-{
-	return (struct timespec){.tv_sec = (time_t)(ns / 1000000000u),
-	                         .tv_nsec = (long)(ns % 1000000000u)};
-}
-
 /* A timer that sends this thread the kick signal: KVM_RUN unblocks that
  * signal (vcpu_block_kick), so it ends the run with EINTR. */
 static bool make_timer(struct vcpu_throttle *t)

@@ -1038,8 +1038,7 @@ static void *rx_main(void *arg)
 		ns = rx_timeout_ns(e);
 		pthread_mutex_unlock(&e->lock);
 		pfd[0].events = watch_tap ? POLLIN : 0;
-		ts.tv_sec = ns / 1000000000;
-		ts.tv_nsec = ns % 1000000000;
+		ts = ns_to_timespec(ns < 0 ? 0 : (uint64_t)ns);
 		if (ppoll(pfd, 2, ns < 0 ? NULL : &ts, NULL) < 0 && errno != EINTR)
 			break;
 		/* Started before sandbox_arm(): filtered from the first wake

@@ -630,10 +630,7 @@ static bool coalesce_due(struct nvme_ctrl *c, struct nvme_cq *cq, bool force, ui
  * when the caller must interrupt now rather than lose the interrupt. */
 static bool sq_timer_arm(struct nvme_sq *sq, uint64_t deadline)
 {
-	struct itimerspec its = {
-	    .it_value = {.tv_sec = (time_t)(deadline / 1000000000ull),
-	                 .tv_nsec = (long)(deadline % 1000000000ull)},
-	};
+	struct itimerspec its = {.it_value = ns_to_timespec(deadline)};
 
 	if (timerfd_settime(sq->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
 		return true;

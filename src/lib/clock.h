@@ -16,6 +16,14 @@ static inline uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* `ns` nanoseconds as a struct timespec (a duration for ppoll(2), or a
+ * CLOCK_MONOTONIC moment for timerfd_settime(2) and timer_settime(2)). */
+static inline struct timespec ns_to_timespec(uint64_t ns)
+{
+	return (struct timespec){.tv_sec = (time_t)(ns / 1000000000u),
+	                         .tv_nsec = (long)(ns % 1000000000u)};
+}
+
 /*
  * The moment `ms` milliseconds from now on CLOCK_REALTIME, the clock
  * pthread_cond_timedwait() counts by default: a deadline for it.
