@@ -430,7 +430,8 @@ api-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUI
 # a build).
 .PHONY: snapshot-tests
 snapshot-tests: $(BUILD)/bin/khyve $(BUILD)/san/bin/khyve $(BUILD)/bin/khyvectl $(BUILD)/san/bin/khyvectl \
-                $(BUILD)/guests/ticker.rom $(BUILD)/guests/gfxtick.rom $(BUILD)/guests/diskloop.mbr
+                $(BUILD)/guests/ticker.rom $(BUILD)/guests/gfxtick.rom $(BUILD)/guests/diskloop.mbr \
+                $(BUILD)/guests/dirtier.rom
 	@tests/snapshot/run $(BUILD) $(BUILD)/san
 	@tests/snapshot/virtio $(BUILD) $(BUILD)/san
 	@tests/snapshot/storage $(BUILD) $(BUILD)/san
