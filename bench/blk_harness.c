@@ -175,6 +175,7 @@ int main(int argc, char **argv)
 	irq_mode = getenv("BLK_DRIVER") != NULL && strcmp(getenv("BLK_DRIVER"), "irq") == 0;
 	setup_machine(&m, a.path, a.nocache);
 	negotiate();
+	harness_pin_driver(); /* after the queue thread started, which keeps every CPU */
 	avail = gpa(AVAIL_GPA);
 	used = gpa(USED_GPA);
 	for (unsigned s = 0; s < a.qd; s++) {

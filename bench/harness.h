@@ -5,6 +5,8 @@
 #ifndef KHYVE_BENCH_HARNESS_H
 #define KHYVE_BENCH_HARNESS_H
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +50,27 @@ static inline int harness_parse(int argc, char **argv, const char *name, uint64_
 	a->nblocks = (uint64_t)ftell(f) / block_bytes;
 	fclose(f);
 	return 0;
+}
+
+/*
+ * HARNESS_DRIVER_CPU=N pins the calling (driver) thread to CPU N.  A polling
+ * driver spins where a guest's vCPU would sleep in HLT at low depth; left
+ * free, it may take the CPU that receives the disk's completion interrupt
+ * and push the device's queue thread off it, so every completion becomes a
+ * cross-CPU wake-up that neither a VM nor fio pays.  bench/blk-host and
+ * bench/nvme-host pick a CPU other than that interrupt's.
+ */
+static inline void harness_pin_driver(void)
+{
+	const char *v = getenv("HARNESS_DRIVER_CPU");
+	cpu_set_t set;
+
+	if (v == NULL || *v == '\0')
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(atoi(v), &set);
+	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
+		fprintf(stderr, "harness: cannot pin the driver to CPU %s\n", v);
 }
 
 /* xorshift64: cheap, and the same offsets in every run. */

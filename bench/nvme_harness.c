@@ -144,6 +144,7 @@ int main(int argc, char **argv)
 		return rc;
 	setup_machine(&m, a.path, a.nocache);
 	bring_up();
+	harness_pin_driver(); /* after the queue thread started, which keeps every CPU */
 	for (unsigned i = 0; i < a.qd; i++)
 		queue_io((uint16_t)i, a.write, a.nblocks, BLOCK / 512);
 	reg_write(0x1008, 4, sq_tail);
