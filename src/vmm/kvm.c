@@ -231,6 +231,35 @@ int vm_rom_window_set(struct vm *vm, int slot, uint64_t gpa, uint64_t size, void
 	return set_slot(vm, slot, KVM_MEM_READONLY, gpa, on ? size : 0, hva);
 }
 
+#define THP_ALIGN (2ull << 20)
+
+/*
+ * Anonymous memory whose start is a multiple of THP_ALIGN (mmap alone
+ * gives 4 KiB alignment before Linux 6.7): KVM maps a transparent huge
+ * page as one 2 MiB guest page only where the guest-physical and host
+ * addresses agree modulo 2 MiB; otherwise every 4 KiB the guest touches
+ * first is an exit of its own (an EPT/NPT fault: costly nested).
+ * MAP_FAILED on failure, as mmap.
+ */
+static void *map_ram_aligned(uint64_t size)
+{
+	size_t len = size + THP_ALIGN, head, tail;
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uintptr_t start;
+
+	if (p == MAP_FAILED)
+		return MAP_FAILED;
+	start = ((uintptr_t)p + THP_ALIGN - 1) & ~(uintptr_t)(THP_ALIGN - 1);
+	head = start - (uintptr_t)p;
+	tail = len - head - size;
+	if (head > 0)
+		munmap(p, head);
+	if (tail > 0)
+		munmap((uint8_t *)start + size, tail);
+	return (void *)start;
+}
+
 /* Guest RAM at `gpa` (a multiple of 2 MiB here: 0 and 4 GiB). */
 static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
 {
@@ -240,12 +269,12 @@ static int vm_add_ram(struct vm *vm, uint64_t gpa, uint64_t size)
 	 * they come aligned to their size. */
 	void *hva = huge ? mmap(NULL, size, PROT_READ | PROT_WRITE,
 	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0)
-	                 : mmap(NULL, size, PROT_READ | PROT_WRITE,
-	                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	                 : map_ram_aligned(size);
 
 	if (hva == MAP_FAILED)
 		return -1;
-	/* Transparent huge pages cut the guest's TLB misses; advisory only. */
+	/* Transparent huge pages cut the guest's TLB misses and, with the
+	 * alignment above, its first-touch faults; advisory only. */
 	if (!huge)
 		madvise(hva, size, MADV_HUGEPAGE);
 	if ((vm->ram_flags & VM_RAM_MERGEABLE) && madvise(hva, size, MADV_MERGEABLE) < 0) {
@@ -293,6 +322,25 @@ static int check_hugepages(uint64_t memsize, uint64_t *page, char *err, size_t e
 	return 0;
 }
 
+#define CPUID_1_ECX_TSC_DEADLINE (1u << 24)
+
+/*
+ * KVM_GET_SUPPORTED_CPUID always reports the TSC-deadline timer (leaf 1
+ * ECX bit 24) as absent, since it needs the in-kernel local APIC, which
+ * khyve always creates; KVM_CAP_TSC_DEADLINE_TIMER says whether KVM has it
+ * (Documentation/virt/kvm/api.rst, KVM_GET_SUPPORTED_CPUID).  Without it
+ * Linux calibrates and programs the APIC timer in one-shot mode instead,
+ * as QEMU's guests do not: a slower boot (bench/lab-boot).
+ */
+static void offer_tsc_deadline(struct vm *vm)
+{
+	if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) <= 0)
+		return;
+	for (unsigned i = 0; i < vm->supported_cpuid->nent; i++)
+		if (vm->supported_cpuid->entries[i].function == 1)
+			vm->supported_cpuid->entries[i].ecx |= CPUID_1_ECX_TSC_DEADLINE;
+}
+
 static int vm_get_supported_cpuid(struct vm *vm)
 {
 	size_t sz =
@@ -302,7 +350,10 @@ static int vm_get_supported_cpuid(struct vm *vm)
 	if (vm->supported_cpuid == NULL)
 		return -1;
 	vm->supported_cpuid->nent = KVM_CPUID_MAX_ENTRIES;
-	return ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, vm->supported_cpuid);
+	if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, vm->supported_cpuid) < 0)
+		return -1;
+	offer_tsc_deadline(vm);
+	return 0;
 }
 
 static int vm_create_irqchip(struct vm *vm)
