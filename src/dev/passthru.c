@@ -32,7 +32,8 @@
  * When the host takes the device back (VFIO's request interrupt: an unbind
  * or a hot-remove), one line is logged and the device is released at once:
  * the guest keeps running and reads all ones from it, as after a surprise
- * removal.  A passthrough device cannot be saved: checkpoints and
+ * removal.  The device's expansion ROM, if it has one, is offered as a
+ * copy (attach_device_rom).  A passthrough device cannot be saved: checkpoints and
  * migrations refuse while one is present.
  */
 #include <errno.h>
@@ -251,7 +252,7 @@ static int setup_bars(struct passthru *sc, char *err, size_t errlen)
 
 	memcpy(raw, &f->cfg[PCIR_BAR0], sizeof(raw));
 	memset(&f->cfg[PCIR_BAR0], 0, sizeof(raw));
-	memset(&f->cfg[PCIR_ROM], 0, 4); /* no expansion ROM */
+	memset(&f->cfg[PCIR_ROM], 0, 4); /* the device's ROM, if any: attach_device_rom */
 	for (int i = 0; i < PCI_NBARS; i++) {
 		uint64_t size = sc->dev.region[VFIO_PCI_BAR0_REGION_INDEX + i].size;
 		enum pci_bar_type type = PCI_BAR_MEM32;
@@ -269,6 +270,41 @@ static int setup_bars(struct passthru *sc, char *err, size_t errlen)
 		}
 	}
 	return 0;
+}
+
+#define PT_ROM_MAX (16u << 20) /* bytes: the largest ROM BAR PCI allows */
+
+/*
+ * The device's expansion ROM (PCI 3.0 section 6.2.5.2), read once through
+ * VFIO's ROM region and offered to the guest as a ROM BAR of its own copy
+ * (bus/pci.c), so firmware in the guest can run it (a GPU's video BIOS or
+ * GOP driver, a NIC's PXE ROM), as QEMU's vfio-pci does.  rom=FILE
+ * replaces it (bus/pci.c attaches that after init).  A region that does
+ * not read back or lacks the 55 AA signature offers none: many devices
+ * decode a ROM BAR with nothing behind it.
+ */
+static void attach_device_rom(struct passthru *sc, struct config_node *node)
+{
+	uint64_t size = sc->dev.region[VFIO_PCI_ROM_REGION_INDEX].size;
+	uint8_t *rom;
+
+	if (size == 0 || config_node_get(node, "rom") != NULL)
+		return;
+	if (size > PT_ROM_MAX) {
+		log_warn("passthru %s: a %llu-byte ROM is more than PCI allows: not offered",
+		         sc->name, (unsigned long long)size);
+		return;
+	}
+	rom = malloc(size);
+	if (rom == NULL)
+		return;
+	if (vfio_region_read(&sc->dev, VFIO_PCI_ROM_REGION_INDEX, 0, rom, size) < 0 ||
+	    rom[0] != 0x55 || rom[1] != 0xaa)
+		log_info("passthru %s: its ROM BAR holds no option ROM: none offered", sc->name);
+	else if (pci_alloc_rom(sc->f, rom, size) < 0)
+		log_warn("passthru %s: no room for its %llu-byte ROM: not offered", sc->name,
+		         (unsigned long long)size);
+	free(rom);
 }
 
 /* The page-aligned part [lo, hi) of BAR `bar` that must trap: the MSI-X
@@ -350,8 +386,11 @@ static void passthru_bar_moved(struct pci_func *f, int bar)
 {
 	struct passthru *sc = f->softc;
 	const struct pci_bar *b = &f->bar[bar];
-	struct pt_bar *pb = &sc->bar[bar];
+	struct pt_bar *pb;
 
+	if (bar < 0 || bar >= PCI_NBARS)
+		return; /* the ROM BAR: the bus serves its copy (attach_device_rom) */
+	pb = &sc->bar[bar];
 	pthread_mutex_lock(&sc->lock);
 	for (unsigned i = 0; i < pb->npieces; i++) {
 		struct pt_piece *p = &pb->piece[i];
@@ -746,16 +785,18 @@ static int passthru_init(struct machine *m, struct pci_func *f, struct config_no
 		vfio_close(&sc->dev);
 		return -1;
 	}
+	attach_device_rom(sc, node);
 	setup_caps(sc);
 	map_bars(sc);
 	setup_intx(sc);
 	watch_requests(sc);
 	log_info("passthru %s: %04x:%04x in slot %u, %u of %u BARs mapped into the guest, MSI-X "
-	         "%u vectors, MSI %s, INTx %s, %s",
+	         "%u vectors, MSI %s, INTx %s, ROM %s, %s",
 	         sc->name, pci_get_cfg(f, PCIR_VENDOR, 2), pci_get_cfg(f, PCIR_DEVICE, 2), f->slot,
 	         count_bars(sc, true), count_bars(sc, false), f->msix.table_count,
 	         f->msi.cap ? "on" : "off",
 	         sc->intx_fd >= 0 && sc->irq_index == VFIO_PCI_INTX_IRQ_INDEX ? "on" : "off",
+	         f->bar[PCI_ROM_BAR].type == PCI_BAR_ROM ? "offered" : "none",
 	         sc->reset ? "reset" : "not reset (no function-level reset)");
 	return 0;
 }

@@ -8,7 +8,9 @@
  * forwarded; BARs at guest addresses of their own, trapped accesses
  * forwarded, the MSI-X table kept from the device.  A second function (slot
  * 6, its own file) has MSI and no MSI-X: its capability stays, in khyve's
- * one-vector layout, emulated.
+ * one-vector layout, emulated.  The first has an expansion ROM (offered
+ * as a copy in a ROM BAR); the second's ROM region holds no signature
+ * (none offered).
  */
 #include "unit.h"
 
@@ -25,6 +27,8 @@
 #define BAR0_SIZE 0x4000u
 #define BAR2_OFF  0x20000u
 #define BAR2_SIZE 0x20u
+#define ROM_OFF   0x30000u /* the expansion ROM region (VFIO's ROM index) */
+#define ROM_SIZE  0x800u
 #define MSIX_CAP  0x60u
 #define NVEC      8
 
@@ -81,6 +85,11 @@ static void make_device(void)
 		v = 0x10000000u | off;
 		put(BAR2_OFF + off, &v, 4);
 	}
+	/* An option ROM: 55 AA, its length in 512-byte units, a pattern. */
+	for (uint32_t off = 0; off < ROM_SIZE; off += 4) {
+		v = off == 0 ? 0x0004aa55u : 0x20000000u | off;
+		put(ROM_OFF + off, &v, 4);
+	}
 }
 
 /* An MSI-only function: MSI at 0x50 (64-bit, per-vector masking, 4
@@ -112,6 +121,8 @@ static int fake_open(struct vfio_dev *d, const char *host, char *err, size_t err
 		d->flags = VFIO_DEVICE_FLAGS_PCI;
 		d->region[VFIO_PCI_CONFIG_REGION_INDEX] = (struct vfio_region){256, 0, 3};
 		d->region[VFIO_PCI_BAR0_REGION_INDEX] = (struct vfio_region){0x1000, BAR0_OFF, 3};
+		/* A ROM region of zeros: no 55 AA, nothing offered. */
+		d->region[VFIO_PCI_ROM_REGION_INDEX] = (struct vfio_region){0x800, BAR0_OFF, 1};
 		d->irq_count[VFIO_PCI_INTX_IRQ_INDEX] = 1;
 		d->irq_count[VFIO_PCI_MSI_IRQ_INDEX] = 1;
 		return 0;
@@ -127,6 +138,7 @@ static int fake_open(struct vfio_dev *d, const char *host, char *err, size_t err
 	d->region[VFIO_PCI_CONFIG_REGION_INDEX] = (struct vfio_region){256, 0, 3};
 	d->region[VFIO_PCI_BAR0_REGION_INDEX] = (struct vfio_region){BAR0_SIZE, BAR0_OFF, 3};
 	d->region[VFIO_PCI_BAR2_REGION_INDEX] = (struct vfio_region){BAR2_SIZE, BAR2_OFF, 3};
+	d->region[VFIO_PCI_ROM_REGION_INDEX] = (struct vfio_region){ROM_SIZE, ROM_OFF, 1};
 	d->irq_count[VFIO_PCI_INTX_IRQ_INDEX] = 1;
 	d->irq_count[VFIO_PCI_MSIX_IRQ_INDEX] = NVEC;
 	return 0;
@@ -193,9 +205,41 @@ static void test_header(void **state)
 	assert_int_equal(cfg_rd(PCIR_BAR0 + 8, 4), (uint32_t) ~(BAR2_SIZE - 1) | 1);
 	cfg_wr(PCIR_BAR0 + 8, 4, (uint32_t)addr);
 	assert_int_equal(f->bar[2].addr, addr);
-	/* No expansion ROM; INTx pin A. */
-	assert_int_equal(cfg_rd(PCIR_ROM, 4), 0);
+	/* INTx pin A. */
 	assert_int_equal(cfg_rd(PCIR_INTPIN, 1), 1);
+}
+
+/* The device's ROM is a ROM BAR of its own (PCI 3.0 6.2.5.2): a guest
+ * address, sizing, the copy's bytes; the second device has none. */
+static void test_rom(void **state)
+{
+	struct pci_bar *b = &f->bar[PCI_ROM_BAR];
+	uint64_t val;
+	uint32_t v;
+
+	(void)state;
+	assert_int_equal(b->type, PCI_BAR_ROM);
+	assert_int_equal(b->size, ROM_SIZE);
+	assert_int_equal(cfg_rd(PCIR_ROM, 4), (uint32_t)b->addr); /* not enabled */
+	assert_true(b->addr != 0);
+	cfg_wr(PCIR_ROM, 4, 0xfffffffeu);
+	assert_int_equal(cfg_rd(PCIR_ROM, 4), (uint32_t) ~(ROM_SIZE - 1));
+	/* Enabled with memory decoding on: the guest reads the copy there
+	 * (and the device model's BAR hook is not asked to map it). */
+	cfg_wr(PCIR_COMMAND, 2, PCIM_CMD_MEM);
+	cfg_wr(PCIR_ROM, 4, 0x80000000u | 1);
+	assert_int_equal(cfg_rd(PCIR_ROM, 4), 0x80000001u);
+	val = 0;
+	assert_true(iobus_access(&m.mmio, 0x80000000u, 2, false, &val));
+	assert_int_equal(val, 0xaa55);
+	assert_true(iobus_access(&m.mmio, 0x80000100u, 4, false, &val));
+	assert_int_equal(val, 0x20000100u);
+	memcpy(&v, b->rom + 0x100, 4);
+	assert_int_equal(v, 0x20000100u);
+	cfg_wr(PCIR_ROM, 4, 0);
+	cfg_wr(PCIR_COMMAND, 2, 0);
+	assert_int_equal(f6->bar[PCI_ROM_BAR].type, PCI_BAR_NONE);
+	assert_int_equal(pci_cfg_read(0, 6, 0, PCIR_ROM, 4), 0);
 }
 
 static void test_cap_list(void **state)
@@ -321,9 +365,10 @@ static void test_msi_only(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_header),       cmocka_unit_test(test_cap_list),
-	    cmocka_unit_test(test_device_bytes), cmocka_unit_test(test_command_and_bars),
-	    cmocka_unit_test(test_msix),         cmocka_unit_test(test_msi_only),
+	    cmocka_unit_test(test_header),           cmocka_unit_test(test_rom),
+	    cmocka_unit_test(test_cap_list),         cmocka_unit_test(test_device_bytes),
+	    cmocka_unit_test(test_command_and_bars), cmocka_unit_test(test_msix),
+	    cmocka_unit_test(test_msi_only),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
