@@ -33,8 +33,8 @@
  * or a hot-remove), one line is logged and the device is released at once:
  * the guest keeps running and reads all ones from it, as after a surprise
  * removal.  The device's expansion ROM, if it has one, is offered as a
- * copy (attach_device_rom).  A passthrough device cannot be saved: checkpoints and
- * migrations refuse while one is present.
+ * copy (attach_device_rom).  A passthrough device cannot be saved:
+ * checkpoints and migrations refuse while one is present.
  */
 #include <errno.h>
 #include <stdio.h>
