@@ -146,12 +146,13 @@ static int parse_debugcon(const char *conf, char *err, size_t errlen)
 	return config_set("lpc.debugcon.path", conf);
 }
 
-/* bhyve 14: -l tpm,swtpm,PATH[,version=2.0]; the path may hold commas,
- * so only a trailing version= is split off. */
+/* bhyve 14: -l tpm,swtpm,PATH[,version=2.0], and khyve's ctrl=CTRL; the
+ * path may hold commas, so only a trailing ,version= and ,ctrl= (in either
+ * order) are split off. */
 static int parse_tpm(const char *conf, char *err, size_t errlen)
 {
 	char buf[4200];
-	char *path, *version;
+	char *path, *version, *ctrl;
 
 	if (conf == NULL || strlen(conf) >= sizeof(buf) || strchr(conf, ',') == NULL) {
 		snprintf(err, errlen, "-l tpm needs a type and swtpm's socket: -l tpm,swtpm,PATH");
@@ -161,11 +162,15 @@ static int parse_tpm(const char *conf, char *err, size_t errlen)
 	path = strchr(buf, ',');
 	*path++ = '\0';
 	version = strstr(path, ",version=");
-	if (version != NULL) {
+	ctrl = strstr(path, ",ctrl=");
+	if (version != NULL)
 		*version = '\0';
-		if (config_set("lpc.tpm.version", version + 9) < 0)
-			return -1;
-	}
+	if (ctrl != NULL)
+		*ctrl = '\0';
+	if (version != NULL && config_set("lpc.tpm.version", version + 9) < 0)
+		return -1;
+	if (ctrl != NULL && config_set("lpc.tpm.ctrl", ctrl + 6) < 0)
+		return -1;
 	if (config_set("lpc.tpm.type", buf) < 0 || config_set("lpc.tpm.path", path) < 0)
 		return -1;
 	return 0;

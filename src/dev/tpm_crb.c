@@ -1,7 +1,8 @@
 /*
  * TPM 2.0, CRB interface, backed by swtpm (see tpm_crb.h).
  *
- *   -l tpm,swtpm,SOCKET[,version=2.0]   lpc.tpm.type=swtpm, lpc.tpm.path=SOCKET
+ *   -l tpm,swtpm,SOCKET[,ctrl=CTRL][,version=2.0]
+ *        lpc.tpm.type=swtpm, lpc.tpm.path=SOCKET, lpc.tpm.ctrl=CTRL
  *
  * SOCKET is swtpm's data channel (`swtpm socket --tpm2 --server
  * type=unixio,path=SOCKET --flags not-need-init`): each command is its bytes
@@ -16,20 +17,26 @@
  * never a vCPU.  When the socket fails (closed, reset, timed out) the
  * command and every later one complete with TPM_RC_FAILURE, with one log
  * line; the guest sees a broken TPM and runs on.
+ *
+ * Checkpoints, suspend and migration carry the TPM when CTRL, swtpm's
+ * control socket, is given: the section holds the registers, the buffer
+ * and swtpm's permanent, volatile and save-state blobs (backend/swtpm.h),
+ * which a restore hands to the swtpm the new khyve is given (STOP, the
+ * blobs, INIT), as QEMU's tpm-emulator does.  Without CTRL they refuse.
+ * CRB_CTRL_CANCEL is kept but not passed on: libtpms runs a command to its
+ * end in swtpm's one thread, so swtpm's CANCEL_TPM_CMD would not stop it.
  */
 #include "dev/tpm_crb.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/swtpm.h"
 #include "core/machine.h"
 #include "core/snapshot.h"
 #include "dev/lpc.h"
@@ -54,7 +61,8 @@ struct tpm_crb {
 	pthread_cond_t wake;
 	pthread_t thread;
 	bool threaded, quit;
-	int fd; /* swtpm's data socket; -1 once it failed */
+	int fd;      /* swtpm's data socket; -1 once it failed */
+	int ctrl_fd; /* swtpm's control socket (ctrl=), or -1: no checkpoints */
 	int timeout_ms;
 	char what[128];
 
@@ -98,74 +106,6 @@ static void error_response(uint8_t *out, uint32_t rc)
 
 /* ---- the exchange with swtpm (worker thread, no lock held) ---- */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Wait until `fd` is ready for `events` or `deadline` passes; 0 or -1. */
-static int wait_fd(int fd, short events, int64_t deadline)
-{
-	for (;;) {
-		int64_t left = deadline - now_ms();
-		struct pollfd p = {.fd = fd, .events = events};
-		int rc;
-
-		if (left <= 0)
-			return errno = ETIMEDOUT, -1;
-		rc = poll(&p, 1, left > 1000000 ? 1000000 : (int)left);
-		if (rc > 0)
-			return 0;
-		if (rc < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
-static int send_all(int fd, const uint8_t *p, size_t len, int64_t deadline)
-{
-	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-		} else if (n < 0 && errno == EINTR) {
-			continue;
-		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (wait_fd(fd, POLLOUT, deadline) < 0)
-				return -1;
-		} else {
-			return -1;
-		}
-	}
-	return 0;
-}
-
-static int recv_all(int fd, uint8_t *p, size_t len, int64_t deadline)
-{
-	while (len > 0) {
-		ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-		} else if (n == 0) {
-			return errno = ECONNRESET, -1; /* swtpm went away */
-		} else if (errno == EINTR) {
-			continue;
-		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			if (wait_fd(fd, POLLIN, deadline) < 0)
-				return -1;
-		} else {
-			return -1;
-		}
-	}
-	return 0;
-}
-
 /*
  * Send `cmd` and read one response into `rsp` (TPM_CRB_BUF_SIZE bytes).
  * The response's size field is swtpm's, but checked like a guest's:
@@ -173,15 +113,15 @@ static int recv_all(int fd, uint8_t *p, size_t len, int64_t deadline)
  */
 static int exchange(int fd, const uint8_t *cmd, uint32_t len, uint8_t *rsp, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = swtpm_now_ms() + timeout_ms;
 	uint32_t size;
 
-	if (send_all(fd, cmd, len, deadline) < 0 || recv_all(fd, rsp, 6, deadline) < 0)
+	if (swtpm_send_all(fd, cmd, len, deadline) < 0 || swtpm_recv_all(fd, rsp, 6, deadline) < 0)
 		return -1;
 	size = be32(rsp + 2);
 	if (size < TPM2_HEADER_SIZE || size > TPM_CRB_BUF_SIZE)
 		return errno = EPROTO, -1;
-	return recv_all(fd, rsp + 6, size - 6, deadline);
+	return swtpm_recv_all(fd, rsp + 6, size - 6, deadline);
 }
 
 /* Run the picked-up command; the response lands in `rsp`. */
@@ -439,6 +379,7 @@ struct tpm_crb *tpm_crb_new(int fd, const char *what, bool threaded)
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->wake, NULL);
 	t->fd = fd;
+	t->ctrl_fd = -1;
 	t->timeout_ms = EXCHANGE_TIMEOUT_MS;
 	snprintf(t->what, sizeof(t->what), "%s", what);
 	/* bhyve's reset values: established, registers valid, idle. */
@@ -470,6 +411,8 @@ void tpm_crb_free(struct tpm_crb *t)
 	}
 	if (t->fd >= 0)
 		close(t->fd);
+	if (t->ctrl_fd >= 0)
+		close(t->ctrl_fd);
 	pthread_cond_destroy(&t->wake);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -477,31 +420,163 @@ void tpm_crb_free(struct tpm_crb *t)
 
 /* ---- configuration, ACPI ---- */
 
-/* Connect to swtpm's data socket at `path`; the fd, or -1 with `err`. */
-static int connect_swtpm(const char *path, char *err, size_t errlen)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
+/* ---- checkpoints: the registers, the buffer and swtpm's state blobs ---- */
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "socket path too long: %s", path);
-		return -1;
+#define CTRL_TIMEOUT_MS 10000
+#define QUIESCE_MS      1000
+
+/* Wait (bounded) for the command in flight: its response belongs in the
+ * checkpoint's buffer, and swtpm's state must not move under GET_STATEBLOB. */
+static int crb_quiesce(void *arg, char *err, size_t errlen)
+{
+	struct timespec step = {0, 1000 * 1000};
+
+	for (int i = 0; i < QUIESCE_MS; i++) {
+		if (!tpm_crb_busy(arg))
+			return 0;
+		nanosleep(&step, NULL);
 	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		snprintf(err, errlen, "cannot connect to swtpm at %s: %s", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	return fd;
+	snprintf(err, errlen, "a TPM command still runs after %d ms", QUIESCE_MS);
+	return -1;
 }
 
-/* Checkpoint, suspend and migration refuse while a TPM is configured
- * ("lpc.tpm cannot be saved yet"): swtpm keeps the TPM's state, and
- * moving it with the guest is not done yet. */
-static const struct state_ops crb_state_ops = {.save = NULL};
+static void free_blobs(struct swtpm_blob *b)
+{
+	for (unsigned i = 0; i < SWTPM_NBLOBS; i++) {
+		free(b[i].data);
+		b[i].data = NULL;
+	}
+}
+
+/* Version 1: six registers, the buffer, then per blob type, flags, length, bytes. */
+static int crb_save(void *arg, struct sbuf *out, char *err, size_t errlen)
+{
+	struct tpm_crb *t = arg;
+	struct swtpm_blob blobs[SWTPM_NBLOBS] = {{0}};
+	int rc = 0;
+
+	for (unsigned i = 0; i < SWTPM_NBLOBS && rc == 0; i++) {
+		blobs[i].type = SWTPM_BLOB_PERMANENT + i;
+		rc = swtpm_ctrl_get_blob(t->ctrl_fd, &blobs[i], CTRL_TIMEOUT_MS, err, errlen);
+	}
+	if (rc == 0) {
+		pthread_mutex_lock(&t->lock);
+		sbuf_put_u16(out, 1);
+		sbuf_put_u32(out, t->loc_state);
+		sbuf_put_u32(out, t->loc_sts);
+		sbuf_put_u32(out, t->ctrl_sts);
+		sbuf_put_u32(out, t->ctrl_cancel);
+		sbuf_put_u32(out, t->int_enable);
+		sbuf_put_u32(out, t->int_sts);
+		sbuf_put_bytes(out, t->buf, sizeof(t->buf));
+		pthread_mutex_unlock(&t->lock);
+		for (unsigned i = 0; i < SWTPM_NBLOBS; i++) {
+			sbuf_put_u32(out, blobs[i].type);
+			sbuf_put_u32(out, blobs[i].flags);
+			sbuf_put_u32(out, blobs[i].len);
+			sbuf_put_bytes(out, blobs[i].data, blobs[i].len);
+		}
+	}
+	free_blobs(blobs);
+	return rc;
+}
+
+/* One blob of the section, checked: its type in order, known flags, a
+ * length the section really holds. */
+static void read_blob(struct sbuf_reader *in, struct swtpm_blob *b, uint32_t type)
+{
+	b->type = sbuf_get_u32(in);
+	b->flags = sbuf_get_u32(in);
+	b->len = sbuf_get_u32(in);
+	if (in->failed)
+		return;
+	if (b->type != type || (b->flags & ~SWTPM_STATE_ENCRYPTED) != 0 ||
+	    b->len > SWTPM_BLOB_MAX || b->len > in->len - in->off) {
+		sbuf_fail(in, "state blob %u: type %u, flags 0x%x, %u bytes", type, b->type,
+		          b->flags, b->len);
+		b->len = 0;
+		return;
+	}
+	b->data = malloc(b->len ? b->len : 1);
+	if (b->data == NULL) {
+		sbuf_fail(in, "state blob %u: out of memory", type);
+		b->len = 0;
+		return;
+	}
+	sbuf_get_bytes(in, b->data, b->len);
+}
+
+static void restore_regs(struct tpm_crb *t, struct sbuf_reader *in)
+{
+	uint32_t r[6];
+
+	for (unsigned i = 0; i < 6; i++)
+		r[i] = sbuf_get_u32(in);
+	pthread_mutex_lock(&t->lock);
+	t->loc_state =
+	    r[0] & (CRB_LOC_STATE_ESTABLISHED | CRB_LOC_STATE_ASSIGNED | CRB_LOC_STATE_REG_VALID);
+	t->loc_sts = r[1] & CRB_LOC_STS_GRANTED;
+	t->ctrl_sts = r[2] & CRB_CTRL_STS_IDLE;
+	t->ctrl_cancel = r[3] & 1;
+	t->int_enable = r[4];
+	t->int_sts = r[5];
+	sbuf_get_bytes(in, t->buf, sizeof(t->buf));
+	t->busy = t->cmd_pending = false;
+	pthread_mutex_unlock(&t->lock);
+}
+
+static int crb_restore(void *arg, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	struct tpm_crb *t = arg;
+	struct swtpm_blob blobs[SWTPM_NBLOBS] = {{0}};
+	int rc = 0;
+
+	if (sbuf_get_version(in, 1) == 0)
+		return 0; /* the caller reports the reader's failure */
+	restore_regs(t, in);
+	for (unsigned i = 0; i < SWTPM_NBLOBS; i++)
+		read_blob(in, &blobs[i], SWTPM_BLOB_PERMANENT + i);
+	if (!in->failed && t->ctrl_fd < 0) {
+		snprintf(err, errlen, "restoring a TPM needs swtpm's control socket (ctrl=PATH)");
+		rc = -1;
+	} else if (!in->failed) {
+		rc = swtpm_ctrl_load(t->ctrl_fd, blobs, SWTPM_NBLOBS, CTRL_TIMEOUT_MS, err, errlen);
+	}
+	free_blobs(blobs);
+	return rc;
+}
+
+static const char *crb_never_saved(void *arg)
+{
+	const struct tpm_crb *t = arg;
+
+	return t->ctrl_fd < 0 ? "swtpm's control socket is not given (-l tpm,swtpm,SOCK,ctrl=CTRL)"
+	                      : NULL;
+}
+
+static const struct state_ops crb_state_ops = {
+    .quiesce = crb_quiesce,
+    .save = crb_save,
+    .restore = crb_restore,
+    .never_saved = crb_never_saved,
+};
+
+int tpm_crb_save(struct tpm_crb *t, struct sbuf *out, char *err, size_t errlen)
+{
+	return crb_save(t, out, err, errlen);
+}
+
+int tpm_crb_restore(struct tpm_crb *t, struct sbuf_reader *in, char *err, size_t errlen)
+{
+	return crb_restore(t, in, err, errlen);
+}
+
+void tpm_crb_set_ctrl(struct tpm_crb *t, int fd)
+{
+	if (t->ctrl_fd >= 0)
+		close(t->ctrl_fd);
+	t->ctrl_fd = fd;
+}
 
 static int crb_check_config(const char **path, char *err, size_t errlen)
 {
@@ -524,6 +599,28 @@ static int crb_check_config(const char **path, char *err, size_t errlen)
 	return 0;
 }
 
+/* ctrl=PATH: swtpm's control socket, checked now (not at the first
+ * checkpoint) and kept: the jail leaves no path to connect to later. */
+static int connect_ctrl(struct tpm_crb *t, char *err, size_t errlen)
+{
+	const char *ctrl = config_get("lpc.tpm.ctrl");
+	char why[160];
+	int fd;
+
+	if (ctrl == NULL)
+		return 0;
+	fd = swtpm_connect(ctrl, why, sizeof(why));
+	if (fd < 0 || swtpm_ctrl_check(fd, 5000, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "-l tpm,...,ctrl=%s: %s", ctrl, why);
+		if (fd >= 0)
+			close(fd);
+		tpm_crb_free(t);
+		return -1;
+	}
+	tpm_crb_set_ctrl(t, fd);
+	return 0;
+}
+
 static int crb_init(struct machine *m, char *err, size_t errlen)
 {
 	struct tpm_crb *t;
@@ -534,7 +631,7 @@ static int crb_init(struct machine *m, char *err, size_t errlen)
 		return 0;
 	if (crb_check_config(&path, err, errlen) < 0)
 		return -1;
-	fd = connect_swtpm(path, err, errlen);
+	fd = swtpm_connect(path, err, errlen);
 	if (fd < 0)
 		return -1;
 	t = tpm_crb_new(fd, path, true);
@@ -543,6 +640,8 @@ static int crb_init(struct machine *m, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory or threads");
 		return -1;
 	}
+	if (connect_ctrl(t, err, errlen) < 0)
+		return -1;
 	if (machine_register_mmio(m, TPM_CRB_GPA, TPM_CRB_MMIO_SIZE, tpm_crb_access, t, "tpm-crb") <
 	        0 ||
 	    machine_add_state(m, "lpc.tpm", &crb_state_ops, t) < 0) {
@@ -574,16 +673,18 @@ static void crb_write_dsdt(struct aml *a)
 	aml_close(a, dev);
 }
 
-static const char *const crb_keys[] = {"tpm.type", "tpm.path", "tpm.version", NULL};
+static const char *const crb_keys[] = {"tpm.type", "tpm.path", "tpm.ctrl", "tpm.version", NULL};
 
 LPC_DEVICE(tpm_crb) = {
     .name = "tpm",
     .option = "tpm",
     .keys = crb_keys,
     .descr = "TPM 2.0 (CRB interface at 0xFED40000) backed by swtpm",
-    .usage = "  -l tpm,swtpm,SOCKET[,version=2.0]\n"
+    .usage = "  -l tpm,swtpm,SOCKET[,ctrl=CTRL][,version=2.0]\n"
              "  SOCKET           swtpm's data socket: swtpm socket --tpm2 --server\n"
              "                   type=unixio,path=SOCKET --flags not-need-init ...\n"
+             "  ctrl=CTRL        swtpm's control socket (--ctrl type=unixio,path=CTRL):\n"
+             "                   the TPM's state goes into checkpoints and migrations\n"
              "  version=2.0      the only version offered\n",
     .init = crb_init,
     .write_dsdt = crb_write_dsdt,

@@ -12,6 +12,7 @@
 #define KHYVE_TPM_CRB_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define TPM_CRB_GPA       0xfed40000ull
@@ -57,6 +58,8 @@
 #define TPM2_HEADER_SIZE     10u
 
 struct tpm_crb;
+struct sbuf;
+struct sbuf_reader;
 
 /*
  * A CRB in front of the swtpm data socket `fd` (connected, a stream; the
@@ -88,6 +91,22 @@ bool tpm_crb_busy(const struct tpm_crb *t);
 /* The per-exchange timeout with swtpm, in milliseconds (default 120000);
  * after it the socket counts as gone.  For tests. */
 void tpm_crb_set_timeout_ms(struct tpm_crb *t, int ms);
+
+/*
+ * swtpm's control socket `fd` (connected; the device owns it), which
+ * checkpoints need; replaces (closes) an earlier one.
+ */
+void tpm_crb_set_ctrl(struct tpm_crb *t, int fd);
+
+/*
+ * The device's checkpoint section (the "lpc.tpm" participant's save and
+ * restore, for tests): registers, buffer and swtpm's three state blobs
+ * through the control socket.  Restore checks every value and length,
+ * then stops swtpm, loads the blobs and starts it again.  0, or -1 with
+ * one line in `err` (a restore's bad section: the reader fails instead).
+ */
+int tpm_crb_save(struct tpm_crb *t, struct sbuf *out, char *err, size_t errlen);
+int tpm_crb_restore(struct tpm_crb *t, struct sbuf_reader *in, char *err, size_t errlen);
 
 /* The TPM2 table's control area address when -l tpm is configured (read
  * by run/vmrun.c for boot/acpi.c), else 0. */

@@ -32,14 +32,15 @@
 /*
  * Keys that belong to this host or this run, not to the machine the guest
  * sees: a restore may change them (another serial back end, another API
- * socket, a VNC server on another port, another tap: a migration target on
- * the same host cannot open the source's).  fnmatch(3) patterns.
+ * socket, a VNC server on another port, another tap, another swtpm whose
+ * state the restore loads: a migration target on the same host cannot open
+ * the source's).  fnmatch(3) patterns.
  */
 static const char *const host_local_keys[] = {
     "name",       "restore.*", "migration.*",       "config.*",          "sandbox.*",
     "api.*",      "user.*",    "lpc.com[1-4].path", "lpc.debugcon.path", "lpc.pc-testdev-debugcon",
     "boot_probe", "pci.*.tcp", "pci.*.rfb",         "pci.*.unix",        "pci.*.password",
-    "pci.*.wait", "pci.*.vnc", "pci.*.backend",
+    "pci.*.wait", "pci.*.vnc", "pci.*.backend",     "lpc.tpm.path",      "lpc.tpm.ctrl",
 };
 
 static bool host_local(const char *key)

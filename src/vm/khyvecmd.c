@@ -1207,17 +1207,19 @@ static int add_pm_function(struct build *b)
 /* tpm="yes": the TPM 2.0 on the swtpm the supervisor starts (vm/tpm.h). */
 static int add_tpm(struct build *b)
 {
-	char sock[VM_TPM_SOCK_MAX];
+	char sock[VM_TPM_SOCK_MAX], ctrl[VM_TPM_SOCK_MAX];
 	bool on;
 
 	if (setting_yesno(b, "tpm", false, &on) < 0)
 		return -1;
 	if (!on)
 		return 0;
-	/* khyve's -l tpm takes a path with commas (only ",version=" ends it). */
-	if (vm_tpm_socket(b->g, sock, b->err, b->errlen) < 0 || add(b, "-l") < 0)
+	/* khyve's -l tpm takes a path with commas (only ",ctrl=" and
+	 * ",version=" end it). */
+	if (vm_tpm_socket(b->g, sock, b->err, b->errlen) < 0 ||
+	    vm_tpm_ctrl_socket(b->g, ctrl, b->err, b->errlen) < 0 || add(b, "-l") < 0)
 		return -1;
-	return addf(b, "tpm,swtpm,%s", sock);
+	return addf(b, "tpm,swtpm,%s,ctrl=%s", sock, ctrl);
 }
 
 static int build_command(struct build *b)

@@ -37,6 +37,15 @@ int vm_tpm_socket(const struct vm_guest *g, char *out, char *err, size_t errlen)
 	return 0;
 }
 
+int vm_tpm_ctrl_socket(const struct vm_guest *g, char *out, char *err, size_t errlen)
+{
+	/* Beside the data socket, as long: swtpm.ctrl for swtpm.sock. */
+	if (vm_tpm_socket(g, out, err, errlen) < 0)
+		return -1;
+	memcpy(strrchr(out, '/') + 1, "swtpm.ctrl", sizeof("swtpm.ctrl"));
+	return 0;
+}
+
 /* Remove a socket an earlier swtpm left (a socket only: nothing else in
  * the folder is replaced). */
 static void remove_stale_socket(const char *path)
@@ -65,15 +74,21 @@ static void __attribute__((noreturn)) exec_swtpm(const struct vm_tpm *t, const c
 	_exit(127);
 }
 
-/* Wait for swtpm's socket; 0, or -1 with `err` (it exited, or took too long). */
-static int wait_socket(struct vm_tpm *t, char *err, size_t errlen)
+static bool is_socket(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* Wait for swtpm's two sockets; 0, or -1 with `err` (it exited, or took too long). */
+static int wait_socket(struct vm_tpm *t, const char *ctrl, char *err, size_t errlen)
 {
 	struct timespec step = {0, 20 * 1000 * 1000};
-	struct stat st;
 	int status;
 
 	for (long waited = 0; waited < SOCKET_WAIT_MS; waited += 20) {
-		if (stat(t->sock, &st) == 0 && S_ISSOCK(st.st_mode))
+		if (is_socket(t->sock) && is_socket(ctrl))
 			return 0;
 		if (vm_wait_child(t->pid, &status, 0) == 1) {
 			t->pid = 0;
@@ -117,7 +132,7 @@ int vm_tpm_start(const struct vm_guest *g, struct vm_tpm *t, char *err, size_t e
 	}
 	if (t->pid == 0)
 		exec_swtpm(t, ctrl);
-	return wait_socket(t, err, errlen);
+	return wait_socket(t, ctrl, err, errlen);
 }
 
 void vm_tpm_stop(struct vm_tpm *t)

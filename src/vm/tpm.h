@@ -33,6 +33,12 @@ bool vm_tpm_wanted(const struct vm_guest *g);
 int vm_tpm_socket(const struct vm_guest *g, char *out, char *err, size_t errlen);
 
 /*
+ * Its control socket, DIR/tpm/swtpm.ctrl (khyve's ctrl=: checkpoints and
+ * migrations carry the TPM's state through it), the same way.
+ */
+int vm_tpm_ctrl_socket(const struct vm_guest *g, char *out, char *err, size_t errlen);
+
+/*
  * Start swtpm ($SWTPM, else swtpm from PATH) for `g` and wait until its
  * socket is there (up to 5 s): `swtpm socket --tpm2 --tpmstate dir=DIR/tpm
  * --server type=unixio,path=SOCK --ctrl type=unixio,path=DIR/tpm/swtpm.ctrl

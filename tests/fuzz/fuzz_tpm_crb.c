@@ -16,6 +16,9 @@
  *               started command runs
  *   4 hang up   swtpm closes its end
  *   5 register  u8 index: a 4-byte write of u32 to one of the CRB's registers
+ *   6 restore   u16 length (mod 0x2000), that many bytes as a checkpoint
+ *               section (the device has no swtpm control socket: the
+ *               section is parsed and checked, then refused)
  * Each input starts a fresh device.
  */
 #include "fuzz.h"
@@ -23,6 +26,7 @@
 #include <sys/socket.h>
 
 #include "dev/tpm_crb.h"
+#include "lib/sbuf.h"
 
 static const uint16_t regs[] = {
     CRB_LOC_STATE, CRB_LOC_CTRL,    CRB_LOC_STS,    CRB_INTF_ID,    CRB_CTRL_EXT, CRB_CTRL_REQ,
@@ -51,6 +55,21 @@ static void put_command(struct tpm_crb *t, struct fz *z)
 	}
 	v = CRB_START_INVOKE;
 	(void)tpm_crb_access(t, CRB_CTRL_START, 4, true, &v);
+}
+
+/* A hostile section: whatever the reader says, the device stays usable. */
+static void restore_section(struct tpm_crb *t, struct fz *z)
+{
+	static uint8_t buf[0x2000];
+	size_t len = fz_u16(z) % sizeof(buf);
+	struct sbuf_reader in;
+	char err[256];
+
+	fz_bytes(z, buf, len);
+	sbuf_reader_init(&in, buf, len);
+	(void)tpm_crb_restore(t, &in, err, sizeof(err));
+	if (tpm_crb_busy(t))
+		abort(); /* a restore leaves no command in flight */
 }
 
 static void fuzz_one(struct fz *z)
@@ -102,6 +121,9 @@ static void fuzz_one(struct fz *z)
 			(void)tpm_crb_access(t, reg, 4, true, &v);
 			break;
 		}
+		case 6:
+			restore_section(t, z);
+			break;
 		default:
 			break;
 		}

@@ -3,7 +3,10 @@
  * request and relinquish, cmdReady/goIdle, a command through a fake swtpm
  * (the other end of a socketpair), a swtpm that goes away, stops answering
  * or answers nonsense, oversized commands, guest accesses outside the
- * buffer, the threaded worker, the -l tpm syntax and the TPM2 ACPI table.
+ * buffer, the threaded worker, the -l tpm syntax and the TPM2 ACPI table;
+ * the checkpoint section against Debian's swtpm (skipped without it): a PCR
+ * extended under one swtpm reads the same under a fresh one after the
+ * restore, and a damaged section changes nothing.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,8 +20,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 
+#include "backend/swtpm.h"
 #include "boot/acpi.h"
 #include "core/iobus.h"
 #include "core/machine.h"
@@ -26,6 +33,7 @@
 #include "dev/lpc.h"
 #include "dev/tpm_crb.h"
 #include "lib/config.h"
+#include "lib/sbuf.h"
 #include "unit.h"
 
 struct fixture {
@@ -314,6 +322,18 @@ static void test_parse(void **state)
 	assert_string_equal(config_get("lpc.tpm.version"), "2.0");
 	assert_int_equal(lpc_check_config(false, err, sizeof(err)), 0);
 	config_reset();
+	/* ctrl= (swtpm's control socket), before or after version= */
+	assert_int_equal(lpc_parse_option("tpm,swtpm,/a,b,ctrl=/c,d,version=2.0", err, sizeof(err)),
+	                 0);
+	assert_string_equal(config_get("lpc.tpm.path"), "/a,b");
+	assert_string_equal(config_get("lpc.tpm.ctrl"), "/c,d");
+	assert_string_equal(config_get("lpc.tpm.version"), "2.0");
+	assert_int_equal(lpc_check_config(false, err, sizeof(err)), 0);
+	config_reset();
+	assert_int_equal(lpc_parse_option("tpm,swtpm,/a,version=2.0,ctrl=/c", err, sizeof(err)), 0);
+	assert_string_equal(config_get("lpc.tpm.ctrl"), "/c");
+	assert_string_equal(config_get("lpc.tpm.version"), "2.0");
+	config_reset();
 	assert_int_equal(lpc_parse_option("tpm", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "-l tpm,swtpm,PATH"));
 	assert_int_equal(lpc_parse_option("tpm,swtpm", err, sizeof(err)), -1);
@@ -389,7 +409,8 @@ static void test_init(void **state)
 	assert_int_equal(v & 0xf, 1);
 	assert_int_equal(tpm_crb_control_area(), TPM_CRB_GPA + TPM_CRB_CTRL_OFF);
 	assert_int_equal(machine_state_saveable(&m, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "lpc.tpm cannot be saved yet"));
+	assert_non_null(
+	    strstr(err, "lpc.tpm cannot be saved: swtpm's control socket is not given"));
 	config_set("lpc.tpm.type", "tpm-emulator");
 	assert_int_equal(machine_init_detached(&m2, "unit", NULL, 0, 0), 0);
 	assert_int_equal(lpc_init_devices(&m2, err, sizeof(err)), -1);
@@ -398,6 +419,151 @@ static void test_init(void **state)
 	close(lfd);
 	unit_rmtree(dir);
 	free(dir);
+}
+
+/* ---- the checkpoint section, against Debian's swtpm ---- */
+
+struct real_swtpm {
+	pid_t pid;
+	char *dir;
+	int data, ctrl;
+};
+
+static bool have_swtpm(void)
+{
+	return system("command -v swtpm >/dev/null 2>&1") == 0;
+}
+
+static bool is_sock(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* swtpm as vm starts it: state, data and control sockets in a new folder. */
+static void start_swtpm(struct real_swtpm *s)
+{
+	char state[400], server[400], ctrl[400], sock[200], csock[200], err[256];
+
+	s->dir = unit_mkdtemp();
+	snprintf(sock, sizeof(sock), "%s/s", s->dir);
+	snprintf(csock, sizeof(csock), "%s/c", s->dir);
+	snprintf(state, sizeof(state), "dir=%s", s->dir);
+	snprintf(server, sizeof(server), "type=unixio,path=%s", sock);
+	snprintf(ctrl, sizeof(ctrl), "type=unixio,path=%s", csock);
+	s->pid = fork();
+	assert_true(s->pid >= 0);
+	if (s->pid == 0) {
+		if (freopen("/dev/null", "w", stderr) == NULL)
+			_exit(126);
+		execlp("swtpm", "swtpm", "socket", "--tpm2", "--tpmstate", state, "--server",
+		       server, "--ctrl", ctrl, "--flags", "not-need-init", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500 && !(is_sock(sock) && is_sock(csock)); i++)
+		usleep(10000);
+	s->data = swtpm_connect(sock, err, sizeof(err));
+	s->ctrl = swtpm_connect(csock, err, sizeof(err));
+	assert_true(s->data >= 0 && s->ctrl >= 0);
+	assert_int_equal(swtpm_ctrl_check(s->ctrl, 5000, err, sizeof(err)), 0);
+}
+
+static void stop_swtpm(struct real_swtpm *s)
+{
+	kill(s->pid, SIGTERM);
+	waitpid(s->pid, NULL, 0);
+	unit_rmtree(s->dir);
+	free(s->dir);
+}
+
+/* TPM2_Startup(TPM_SU_CLEAR). */
+static const uint8_t startup_cmd[12] = {0x80, 0x01, 0, 0, 0, 12, 0, 0, 0x01, 0x44, 0, 0};
+/* TPM2_PCR_Extend(PCR 16, password session, one SHA-256 digest of 0x5a). */
+static const uint8_t extend_hdr[33] = {0x80, 0x02, 0,  0, 0, 65, 0, 0,    0x01, 0x82, 0,
+                                       0,    0,    16, 0, 0, 0,  9, 0x40, 0,    0,    9,
+                                       0,    0,    0,  0, 0, 0,  0, 0,    1,    0,    0x0b};
+/* TPM2_PCR_Read(SHA-256: PCR 16); the digest is at 30 in the answer. */
+static const uint8_t read_cmd[20] = {0x80, 0x01, 0, 0, 0, 20,   0, 0, 0x01, 0x7e,
+                                     0,    0,    0, 1, 0, 0x0b, 3, 0, 0,    1};
+
+/* One command, the guest's way (unthreaded device); its response code. */
+static uint32_t run_cmd(struct tpm_crb *t, const uint8_t *cmd, size_t len, uint8_t *rsp,
+                        size_t rsplen)
+{
+	guest_send(t, cmd, len);
+	assert_true(tpm_crb_run_pending(t));
+	guest_read(t, rsp, rsplen);
+	return rc_of(rsp);
+}
+
+static void read_pcr16(struct tpm_crb *t, uint8_t digest[32])
+{
+	uint8_t rsp[62];
+
+	assert_int_equal(run_cmd(t, read_cmd, sizeof(read_cmd), rsp, sizeof(rsp)), 0);
+	memcpy(digest, rsp + 30, 32);
+}
+
+static void test_state_real_swtpm(void **state)
+{
+	struct real_swtpm a, b;
+	struct sbuf out = {0};
+	struct sbuf_reader in;
+	uint8_t extend[65], rsp[64], before[32], after[32], zero[32] = {0};
+	struct tpm_crb *t, *u;
+	char err[256];
+
+	(void)state;
+	if (!have_swtpm())
+		skip();
+	memcpy(extend, extend_hdr, sizeof(extend_hdr));
+	memset(extend + sizeof(extend_hdr), 0x5a, 32);
+	start_swtpm(&a);
+	t = tpm_crb_new(a.data, "swtpm a", false);
+	tpm_crb_set_ctrl(t, a.ctrl);
+	assert_int_equal(run_cmd(t, startup_cmd, sizeof(startup_cmd), rsp, 10), 0);
+	assert_int_equal(run_cmd(t, extend, sizeof(extend), rsp, 10), 0);
+	read_pcr16(t, before);
+	assert_memory_not_equal(before, zero, 32);
+	if (tpm_crb_save(t, &out, err, sizeof(err)) != 0)
+		fail_msg("save: %s", err);
+
+	/* A fresh swtpm (another host's, say) takes the section over. */
+	start_swtpm(&b);
+	u = tpm_crb_new(b.data, "swtpm b", false);
+	tpm_crb_set_ctrl(u, b.ctrl);
+	sbuf_reader_init(&in, out.data, out.len - 7); /* damaged: refused, nothing sent */
+	tpm_crb_restore(u, &in, err, sizeof(err));
+	assert_int_equal(sbuf_reader_done(&in, "lpc.tpm", err, sizeof(err)), -1);
+	sbuf_reader_init(&in, out.data, out.len);
+	if (tpm_crb_restore(u, &in, err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	assert_int_equal(sbuf_reader_done(&in, "lpc.tpm", err, sizeof(err)), 0);
+	read_pcr16(u, after);
+	assert_memory_equal(before, after, 32);
+	/* Resumed, not reset: the OS's Startup was part of the saved state. */
+	assert_int_equal(run_cmd(u, startup_cmd, sizeof(startup_cmd), rsp, 10), 0x100);
+	tpm_crb_free(t);
+	tpm_crb_free(u);
+	sbuf_free(&out);
+	stop_swtpm(&a);
+	stop_swtpm(&b);
+}
+
+/* Something on the ctrl= path that is not swtpm's control channel: one
+ * line, after the (here short) timeout. */
+static void test_ctrl_not_swtpm(void **state)
+{
+	int sv[2];
+	char err[256];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(swtpm_ctrl_check(sv[0], 50, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "is it swtpm's --ctrl socket?"));
+	close(sv[0]);
+	close(sv[1]);
 }
 
 int main(void)
@@ -415,6 +581,8 @@ int main(void)
 	    cmocka_unit_test(test_parse),
 	    cmocka_unit_test(test_acpi_table),
 	    cmocka_unit_test(test_init),
+	    cmocka_unit_test(test_state_real_swtpm),
+	    cmocka_unit_test(test_ctrl_not_swtpm),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

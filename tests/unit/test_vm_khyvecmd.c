@@ -898,7 +898,8 @@ static void test_templates(void **state)
 	                  " -s 5,virtio-net,tap7 -s 29,fbuf,tcp=127.0.0.1:5900,w=1024,h=768"
 	                  " -s 30,xhci,tablet -s 31,lpc -s 1:3,piix4-pm"
 	                  " -l bootrom,@/OVMF_CODE.fd,@/guest1/uefi-vars.fd"
-	                  " -l com1,pty=@/guest1/com1.pty -l tpm,swtpm,@/guest1/tpm/swtpm.sock" API
+	                  " -l com1,pty=@/guest1/com1.pty -l "
+	                  "tpm,swtpm,@/guest1/tpm/swtpm.sock,ctrl=@/guest1/tpm/swtpm.ctrl" API
 	                  " guest1");
 }
 

@@ -1,6 +1,6 @@
 # tpm="yes": the supervisor starts swtpm (tests/vm/fake-swtpm) with its
 # state in the guest's folder before khyve, khyve gets -l
-# tpm,swtpm,DIR/tpm/swtpm.sock, and swtpm stops after khyve; a swtpm that
+# tpm,swtpm,DIR/tpm/swtpm.sock,ctrl=DIR/tpm/swtpm.ctrl, and swtpm stops after khyve; a swtpm that
 # fails stops the start with one line; bad values refused; the windows
 # template has a TPM.
 . "$TOP/tests/vm/lib.sh"
@@ -10,9 +10,10 @@ export SWTPM="$TOP/tests/vm/fake-swtpm" FAKE_SWTPM_LOG="$scratch/swtpm.log"
 vm init
 : >"$FAKE_SWTPM_LOG"
 sock=$vm_dir/t/tpm/swtpm.sock
+ctrl=$vm_dir/t/tpm/swtpm.ctrl
 
 guest t tpm=yes
-vm start -n t | grep -q -- " -l com1,[^ ]* -l tpm,swtpm,$sock " || die "start -n: $(vm start -n t)"
+vm start -n t | grep -q -- " -l com1,[^ ]* -l tpm,swtpm,$sock,ctrl=$ctrl " || die "start -n: $(vm start -n t)"
 guest none
 vm start -n none | grep -q -- '-l tpm,' && die "no tpm key: $(vm start -n none)"
 guest off tpm=no
@@ -28,7 +29,7 @@ until_state t Running
 grep -q "^start socket --tpm2 --tpmstate dir=$vm_dir/t/tpm --server type=unixio,path=$sock --ctrl type=unixio,path=$vm_dir/t/tpm/swtpm.ctrl --flags not-need-init" "$FAKE_SWTPM_LOG" ||
 	die "swtpm's arguments: $(cat "$FAKE_SWTPM_LOG")"
 [ -S "$sock" ] || die "no socket $sock"
-grep -q " start .*-l tpm,swtpm,$sock .* t\$" "$FAKE_KHYVE_LOG" || die "khyve's arguments: $(cat "$FAKE_KHYVE_LOG")"
+grep -q " start .*-l tpm,swtpm,$sock,ctrl=$ctrl .* t\$" "$FAKE_KHYVE_LOG" || die "khyve's arguments: $(cat "$FAKE_KHYVE_LOG")"
 sv_log t | grep -n 'swtpm started\|starting khyve' | head -n 1 | grep -q 'swtpm started' ||
 	die "swtpm not before khyve: $(sv_log t)"
 vm stop t >/dev/null
