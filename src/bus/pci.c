@@ -1542,5 +1542,15 @@ int pci_init(struct machine *m, char *err, size_t errlen)
 		snprintf(err, errlen, "PCI configuration ports are taken");
 		return -1;
 	}
+	/* CONFIG_ADDRESS takes effect at the next CONFIG_DATA access, which
+	 * exits anyway: queued, its write costs no exit, halving the exits of
+	 * a type-1 configuration access (Linux's early scans make 8192 at
+	 * boot: the AGP aperture search reads every bus and slot).  The zone
+	 * holds 0xCF9 too, so a reset written there takes effect at the
+	 * vCPU's next exit to khyve (its next port or MMIO access: Linux,
+	 * SeaBIOS and OVMF all try the keyboard controller next), as in
+	 * QEMU, which queues the same four ports. */
+	if (machine_coalesce_pio(m, CF8_PORT, 4))
+		log_debug("pci: CONFIG_ADDRESS writes are queued (coalesced port I/O)");
 	return create_all(m, err, errlen);
 }

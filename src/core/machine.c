@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "vmm/coalesced.h"
 #include "vmm/vcpu.h"
 
 /* The start gate (machine_hold_start); static because there is one
@@ -250,6 +251,30 @@ int machine_register_pio(struct machine *m, uint16_t port, uint16_t len, iobus_h
                          void *arg, const char *name)
 {
 	return iobus_register(&m->pio, port, len, fn, arg, name);
+}
+
+bool machine_coalesce_pio(struct machine *m, uint16_t port, uint16_t len)
+{
+	return m->vm.vm_fd >= 0 && vm_coalesce_zone(&m->vm, port, len, true) == 0;
+}
+
+static void apply_coalesced(void *arg, uint64_t addr, unsigned len, bool pio, const uint8_t *data)
+{
+	struct machine *m = arg;
+	uint64_t val = 0;
+
+	memcpy(&val, data, len);
+	iobus_access(pio ? &m->pio : &m->mmio, addr, len, true, &val);
+}
+
+void machine_flush_coalesced(struct machine *m)
+{
+	vm_coalesced_drain(&m->vm, apply_coalesced, m);
+}
+
+bool machine_coalescing(const struct machine *m)
+{
+	return vm_coalesced_page(&m->vm) != 0;
 }
 
 int machine_register_mmio(struct machine *m, uint64_t gpa, uint64_t len, iobus_handler_t fn,

@@ -229,4 +229,23 @@ int machine_register_pio(struct machine *m, uint16_t port, uint16_t len, iobus_h
 int machine_register_mmio(struct machine *m, uint64_t gpa, uint64_t len, iobus_handler_t fn,
                           void *arg, const char *name);
 
+/*
+ * Let the guest's writes to `len` ports from `port` go without an exit
+ * (vmm/coalesced.h): the vCPUs hand them to the port's handler, in order,
+ * before their next exit is handled.  Only for ports whose writes nothing
+ * observes until a later exit; best effort (false where KVM cannot, or on
+ * a detached machine), the writes then exit as before.
+ */
+bool machine_coalesce_pio(struct machine *m, uint16_t port, uint16_t len);
+
+/*
+ * Apply the queued writes now, oldest first: each vCPU after KVM_RUN
+ * returns, and the main loop a few times a second (a guest that writes
+ * the reset register 0xCF9 and halts makes no further exit).
+ */
+void machine_flush_coalesced(struct machine *m);
+
+/* Whether machine_coalesce_pio() queued anything: the loop's flush tick. */
+bool machine_coalescing(const struct machine *m);
+
 #endif

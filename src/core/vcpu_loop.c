@@ -179,6 +179,7 @@ static void *vcpu_thread(void *arg)
 	struct machine *m = (struct machine *)((char *)v->vm - offsetof(struct machine, vm));
 	struct vcpu_throttle throttle = {0};
 	char name[16];
+	int rc;
 
 	snprintf(name, sizeof(name), "vcpu %u", v->index);
 	pthread_setname_np(pthread_self(), name);
@@ -204,7 +205,10 @@ static void *vcpu_thread(void *arg)
 		 * guest run once more past its saved state. */
 		if (__atomic_load_n(&m->exit_requested, __ATOMIC_SEQ_CST))
 			break;
-		if (vcpu_run(v) == 0) {
+		rc = vcpu_run(v);
+		/* Queued writes first: the exit may read what they wrote. */
+		machine_flush_coalesced(m);
+		if (rc == 0) {
 			vcpu_dispatch_exit(m, v);
 			continue;
 		}

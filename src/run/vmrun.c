@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "boot/acpi.h"
@@ -120,6 +121,36 @@ static int setup_loop(struct machine *m, char *err, size_t errlen)
 	    mevent_add(m->loop, m->exit_fd, EPOLLIN, on_exit_request, m) == NULL ||
 	    mevent_add(m->loop, sfd, EPOLLIN, on_signal, m) == NULL) {
 		snprintf(err, errlen, "cannot set up the event loop: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void on_coalesced_tick(int fd, uint32_t events, void *arg)
+{
+	uint64_t ticks;
+
+	(void)events;
+	if (read(fd, &ticks, sizeof(ticks)) < 0) {
+		/* EAGAIN: flush anyway, it is cheap */
+	}
+	machine_flush_coalesced(arg);
+}
+
+/* With queued port writes (machine_coalesce_pio()), flush them every
+ * 100 ms too: a write the guest follows with no exit (0xCF9, then HLT)
+ * still takes effect. */
+static int setup_coalesced_tick(struct machine *m, char *err, size_t errlen)
+{
+	struct itimerspec its = {{0, 100 * 1000 * 1000}, {0, 100 * 1000 * 1000}};
+	int fd;
+
+	if (!machine_coalescing(m))
+		return 0;
+	fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (fd < 0 || timerfd_settime(fd, 0, &its, NULL) < 0 ||
+	    mevent_add(m->loop, fd, EPOLLIN, on_coalesced_tick, m) == NULL) {
+		snprintf(err, errlen, "cannot set up the coalesced-I/O tick: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -321,7 +352,8 @@ static int build_machine(struct machine *m, char *err, size_t errlen)
 	iobus_init(&m->pio, "port");
 	iobus_init(&m->mmio, "mmio");
 	if (setup_loop(m, err, errlen) < 0 || lpc_init_devices(m, err, errlen) < 0 ||
-	    pci_init(m, err, errlen) < 0 || setup_boot(m, &cpu, err, errlen) < 0)
+	    pci_init(m, err, errlen) < 0 || setup_coalesced_tick(m, err, errlen) < 0 ||
+	    setup_boot(m, &cpu, err, errlen) < 0)
 		return -1;
 	if (bootrom_register_write_sinks(m) < 0 || vm_create_vcpus(&m->vm, err, errlen) < 0)
 		return -1;

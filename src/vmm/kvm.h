@@ -53,6 +53,9 @@ struct vm {
 	unsigned state_nmsrs;
 	bool state_clock_valid; /* vm_state_restore() read state_clock (ns) */
 	uint64_t state_clock;
+	/* The coalesced-I/O ring's page in each vCPU mapping once a zone is
+	 * registered (vmm/coalesced.h), else 0. */
+	unsigned coalesced_page;
 };
 
 /*
