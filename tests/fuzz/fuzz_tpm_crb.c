@@ -57,7 +57,8 @@ static void put_command(struct tpm_crb *t, struct fz *z)
 	(void)tpm_crb_access(t, CRB_CTRL_START, 4, true, &v);
 }
 
-/* A hostile section: whatever the reader says, the device stays usable. */
+/* A hostile section: whatever the reader says, the device stays usable
+ * (the end of fuzz_one checks that a started command still completes). */
 static void restore_section(struct tpm_crb *t, struct fz *z)
 {
 	static uint8_t buf[0x2000];
@@ -68,8 +69,6 @@ static void restore_section(struct tpm_crb *t, struct fz *z)
 	fz_bytes(z, buf, len);
 	sbuf_reader_init(&in, buf, len);
 	(void)tpm_crb_restore(t, &in, err, sizeof(err));
-	if (tpm_crb_busy(t))
-		abort(); /* a restore leaves no command in flight */
 }
 
 static void fuzz_one(struct fz *z)
