@@ -191,7 +191,7 @@ int swtpm_ctrl_get_blob(int fd, struct swtpm_blob *b, int timeout_ms, char *err,
 {
 	int64_t deadline = swtpm_now_ms() + timeout_ms;
 	uint8_t req[16], hdr[16];
-	uint32_t total;
+	uint32_t result, total;
 
 	b->data = NULL;
 	b->len = 0;
@@ -199,42 +199,44 @@ int swtpm_ctrl_get_blob(int fd, struct swtpm_blob *b, int timeout_ms, char *err,
 	put_be32(req + 4, 0); /* the blob as stored, encrypted or not */
 	put_be32(req + 8, b->type);
 	put_be32(req + 12, 0); /* offset */
-	/* The answer: result, flags, total length, this length, the bytes. */
+	/* The answer: result, flags, total length, this length, the bytes;
+	 * a failure other than TPM_RETRY may be the result alone. */
 	if (swtpm_send_all(fd, req, sizeof(req), deadline) < 0 ||
-	    swtpm_recv_all(fd, hdr, 4, deadline) < 0) {
-		snprintf(err, errlen, "swtpm control channel, state blob %u: %s", b->type,
-		         strerror(errno));
-		return -1;
-	}
-	if (get_be32(hdr) != 0 && get_be32(hdr) != TPM_RETRY) {
+	    swtpm_recv_all(fd, hdr, 4, deadline) < 0)
+		goto io_error;
+	result = get_be32(hdr);
+	if (result != 0 && result != TPM_RETRY) {
 		drain(fd);
 		snprintf(err, errlen, "swtpm control channel, state blob %u: TPM result 0x%x",
-		         b->type, get_be32(hdr));
+		         b->type, result);
 		return -1;
 	}
-	if (swtpm_recv_all(fd, hdr + 4, 12, deadline) < 0) {
-		snprintf(err, errlen, "swtpm control channel, state blob %u: %s", b->type,
-		         strerror(errno));
-		return -1;
-	}
-	/* No such blob (a TPM 2.0 keeps no save-state one): an empty one. */
-	total = get_be32(hdr) == TPM_RETRY ? 0 : get_be32(hdr + 8);
-	if ((total != get_be32(hdr + 12) && get_be32(hdr) == 0) || total > SWTPM_BLOB_MAX) {
+	if (swtpm_recv_all(fd, hdr + 4, 12, deadline) < 0)
+		goto io_error;
+	/* TPM_RETRY: no such blob (a TPM 2.0 keeps no save-state one): an empty one. */
+	total = result == TPM_RETRY ? 0 : get_be32(hdr + 8);
+	if (total > SWTPM_BLOB_MAX || (result == 0 && total != get_be32(hdr + 12))) {
 		snprintf(err, errlen, "swtpm control channel, state blob %u: bad length %u/%u",
 		         b->type, get_be32(hdr + 12), total);
 		return -1;
 	}
 	b->flags = get_be32(hdr + 4) & SWTPM_STATE_ENCRYPTED;
 	b->data = malloc(total ? total : 1);
-	if (b->data == NULL || swtpm_recv_all(fd, b->data, total, deadline) < 0) {
-		snprintf(err, errlen, "swtpm control channel, state blob %u: %s", b->type,
-		         b->data ? strerror(errno) : "out of memory");
+	if (b->data == NULL) {
+		snprintf(err, errlen, "swtpm control channel, state blob %u: out of memory",
+		         b->type);
+		return -1;
+	}
+	if (swtpm_recv_all(fd, b->data, total, deadline) < 0) {
 		free(b->data);
 		b->data = NULL;
-		return -1;
+		goto io_error;
 	}
 	b->len = total;
 	return 0;
+io_error:
+	snprintf(err, errlen, "swtpm control channel, state blob %u: %s", b->type, strerror(errno));
+	return -1;
 }
 
 static int set_blob(int fd, const struct swtpm_blob *b, int timeout_ms, char *err, size_t errlen)
